@@ -1,0 +1,131 @@
+// The machinery behind the environment-variable table: a declaration type, typed parsing from an
+// injected env map (never process.env), and the rendering used by `--help` and the README.
+// Parsing follows Istio's pkg/env: a value that does not parse is reported (by name and value) and
+// the default is used, so one bad variable does not take the proxy down.
+
+import { formatGoDuration, parseGoDuration } from "../lib/duration.ts";
+import { parseGoBool } from "../cli/flags.ts";
+
+export type EnvType = "string" | "bool" | "int" | "float" | "duration" | "optbool";
+
+export interface EnvDecl<T extends EnvType = EnvType> {
+  name: string;
+  type: T;
+  default: EnvValueOf<T>;
+  doc: string;
+  /** Which part of the agent reads it; groups the help and README tables. */
+  group: string;
+  /** Values never logged. */
+  secret?: boolean;
+  /** Another name read when this one is unset (Istio's aliases, e.g. INVALID_DROP). */
+  alias?: string;
+}
+
+export type EnvValueOf<T extends EnvType> = T extends "string"
+  ? string
+  : T extends "bool"
+    ? boolean
+    : T extends "int" | "float" | "duration"
+      ? number
+      : T extends "optbool"
+        ? boolean | undefined
+        : never;
+
+export type EnvMap = Readonly<Record<string, string | undefined>>;
+
+export class EnvError extends Error {
+  override name = "EnvError";
+}
+
+export interface EnvProblem {
+  name: string;
+  value: string;
+  message: string;
+}
+
+export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias">> = {}): EnvDecl<T> {
+  return { name, type, default: def, group, doc, ...extra };
+}
+
+/** Parse one declared variable; a bad value yields the default plus a problem naming it. */
+export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?: EnvProblem[]): EnvValueOf<T> {
+  let raw = env[d.name];
+  if ((raw === undefined || raw === "") && d.alias) raw = env[d.alias];
+  if (raw === undefined || raw === "") return d.default;
+  const fail = (message: string): EnvValueOf<T> => {
+    problems?.push({ name: d.name, value: d.secret ? "<redacted>" : raw!, message });
+    return d.default;
+  };
+  switch (d.type) {
+    case "string":
+      return raw as EnvValueOf<T>;
+    case "bool":
+    case "optbool": {
+      const b = parseGoBool(raw);
+      return b === undefined ? fail(`expecting true/false`) : (b as EnvValueOf<T>);
+    }
+    case "int": {
+      const n = Number(raw);
+      return Number.isSafeInteger(n) && /^[-+]?\d+$/.test(raw.trim()) ? (n as EnvValueOf<T>) : fail(`expecting an integer`);
+    }
+    case "float": {
+      const n = Number(raw);
+      return Number.isFinite(n) && raw.trim() !== "" ? (n as EnvValueOf<T>) : fail(`expecting a number`);
+    }
+    case "duration":
+      try {
+        return parseGoDuration(raw) as EnvValueOf<T>;
+      } catch {
+        return fail(`expecting a duration like 5s or 1m30s`);
+      }
+  }
+  return d.default;
+}
+
+/** Parse a whole table of declarations into a typed record. */
+export function readAll<D extends Record<string, EnvDecl>>(env: EnvMap, decls: D): { values: { [K in keyof D]: EnvValueOf<D[K]["type"]> }; problems: EnvProblem[] } {
+  const problems: EnvProblem[] = [];
+  const values = {} as { [K in keyof D]: EnvValueOf<D[K]["type"]> };
+  for (const key of Object.keys(decls) as (keyof D)[]) {
+    values[key] = readOne(env, decls[key]!, problems) as never;
+  }
+  return { values, problems };
+}
+
+/** Every `<prefix><K>=v` pair, keyed by `<K>` (XDS_HEADER_*, CA_HEADER_*, ISTIO_META_*). */
+export function withPrefix(env: EnvMap, prefix: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (k.startsWith(prefix) && k.length > prefix.length && v !== undefined) out[k.slice(prefix.length)] = v;
+  }
+  return out;
+}
+
+export function defaultText(d: EnvDecl): string {
+  switch (d.type) {
+    case "duration":
+      return formatGoDuration(d.default as number);
+    case "optbool":
+      return d.default === undefined ? "(unset)" : String(d.default);
+    case "string":
+      return d.default === "" ? '""' : String(d.default);
+    default:
+      return String(d.default);
+  }
+}
+
+/** Plain-text listing for `--help`. */
+export function formatEnvHelp(decls: readonly EnvDecl[]): string {
+  const width = Math.max(...decls.map((d) => d.name.length));
+  return decls.map((d) => `  ${d.name.padEnd(width)}  ${d.type.padEnd(8)} ${defaultText(d).padEnd(12)} ${d.doc}`).join("\n");
+}
+
+/** Markdown table for the README, grouped. */
+export function formatEnvMarkdown(decls: readonly EnvDecl[]): string {
+  const lines = ["| Variable | Type | Default | Group | Meaning |", "|---|---|---|---|---|"];
+  for (const d of decls) {
+    const def = defaultText(d).replace(/\|/g, "\\|");
+    lines.push(`| \`${d.name}\` | ${d.type} | \`${def}\` | ${d.group} | ${d.doc.replace(/\|/g, "\\|")} |`);
+  }
+  return lines.join("\n");
+}

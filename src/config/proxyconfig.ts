@@ -1,0 +1,63 @@
+// Istio's ProxyConfig (istio.mesh.v1alpha1.ProxyConfig) as the agent carries it: a plain object in
+// protobuf-JSON form (lowerCamelCase names, durations as "45s" strings, enums as names, int64 as
+// numbers). That is the form istiod's injector writes into PROXY_CONFIG, the form node metadata
+// PROXY_CONFIG must carry, and what the bootstrap template reads (via Go-style field names).
+// Unknown fields are kept so a newer mesh config passes through untouched.
+
+export interface ProxyConfig {
+  configPath?: string;
+  binaryPath?: string;
+  serviceCluster?: string;
+  drainDuration?: string;
+  discoveryAddress?: string;
+  /** @deprecated in Istio, still honoured. */
+  zipkinAddress?: string;
+  statsdUdpAddress?: string;
+  proxyAdminPort?: number;
+  controlPlaneAuthPolicy?: "NONE" | "MUTUAL_TLS" | "INHERIT" | string;
+  customConfigFile?: string;
+  statNameLength?: number;
+  concurrency?: number | null;
+  proxyBootstrapTemplatePath?: string;
+  interceptionMode?: "REDIRECT" | "TPROXY" | "NONE" | string;
+  tracing?: Record<string, unknown>;
+  envoyAccessLogService?: Record<string, unknown>;
+  envoyMetricsService?: Record<string, unknown>;
+  statusPort?: number;
+  extraStatTags?: string[];
+  proxyMetadata?: Record<string, string>;
+  runtimeValues?: Record<string, string>;
+  terminationDrainDuration?: string;
+  meshId?: string;
+  readinessProbe?: Record<string, unknown>;
+  proxyStatsMatcher?: { inclusionPrefixes?: string[]; inclusionSuffixes?: string[]; inclusionRegexps?: string[] };
+  holdApplicationUntilProxyStarts?: boolean | null;
+  caCertificatesPem?: string[];
+  image?: Record<string, unknown>;
+  privateKeyProvider?: Record<string, unknown>;
+  proxyHeaders?: Record<string, unknown>;
+  fileFlushInterval?: string;
+  fileFlushMinSizeKb?: number;
+  caCertificatePem?: string;
+  tracingServiceName?: string;
+  gatewayTopology?: Record<string, unknown>;
+  sidecarStatsTemplate?: string;
+  [extra: string]: unknown;
+}
+
+/** Istio's mesh.DefaultProxyConfig(), in protobuf-JSON form. */
+export function defaultProxyConfig(): ProxyConfig {
+  return {
+    configPath: "./etc/istio/proxy",
+    binaryPath: "/usr/local/bin/envoy",
+    serviceCluster: "istio-proxy",
+    drainDuration: "45s",
+    terminationDrainDuration: "5s",
+    proxyAdminPort: 15000,
+    controlPlaneAuthPolicy: "MUTUAL_TLS",
+    discoveryAddress: "istiod.istio-system.svc:15012",
+    statNameLength: 189,
+    statusPort: 15020,
+    tracing: { zipkin: { address: "zipkin.istio-system:9411" } },
+  };
+}

@@ -1,0 +1,48 @@
+// Who may talk to the agent's Unix sockets (XDS and SDS). Beyond Istio, which relies on file
+// modes alone: every accepted connection is checked with SO_PEERCRED and only allowed UIDs are
+// served. XDS_AUTHORIZED_UIDS: comma list of UIDs, `*` to turn the check off; default = the
+// agent's own UID, 1337 (istio-proxy) and 0.
+
+import type { Socket } from "node:net";
+import { peerCredentials, socketFd, type PeerCred } from "../../native/peercred.ts";
+
+export class PeerAuthError extends Error {
+  override name = "PeerAuthError";
+}
+
+export type PeerDecision = { allowed: true; cred?: PeerCred } | { allowed: false; cred?: PeerCred; reason: string };
+
+export class PeerAuthorizer {
+  readonly any: boolean;
+  readonly uids: ReadonlySet<number>;
+
+  constructor(spec: string, ownUid: number) {
+    const s = spec.trim();
+    if (s === "*") {
+      this.any = true;
+      this.uids = new Set();
+      return;
+    }
+    this.any = false;
+    if (s === "") {
+      this.uids = new Set([ownUid, 1337, 0]);
+      return;
+    }
+    const uids = new Set<number>();
+    for (const part of s.split(",")) {
+      const p = part.trim();
+      if (!/^\d+$/.test(p)) throw new PeerAuthError(`XDS_AUTHORIZED_UIDS: "${p}" is not a UID (want a comma list of numbers, or *)`);
+      uids.add(Number(p));
+    }
+    this.uids = uids;
+  }
+
+  check(sock: Socket): PeerDecision {
+    if (this.any) return { allowed: true };
+    const fd = socketFd(sock);
+    const cred = fd === undefined ? undefined : peerCredentials(fd);
+    if (!cred) return { allowed: false, reason: "peer credentials unavailable" };
+    if (this.uids.has(cred.uid)) return { allowed: true, cred };
+    return { allowed: false, cred, reason: `uid ${cred.uid} not in authorized UIDs [${[...this.uids].join(",")}]` };
+  }
+}
