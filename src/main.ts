@@ -1,0 +1,34 @@
+// Entry point: the only place that reads process.argv, process.env and process signals.
+
+import { runCli } from "./cli/root.ts";
+import type { CliIO } from "./cli/io.ts";
+
+const io: CliIO = {
+  out: (s) => process.stdout.write(s),
+  err: (s) => process.stderr.write(s),
+  env: { ...process.env },
+  cwd: process.cwd(),
+  onSignal(handler) {
+    const term = () => handler("SIGTERM");
+    const int = () => handler("SIGINT");
+    process.on("SIGTERM", term);
+    process.on("SIGINT", int);
+    return () => {
+      process.off("SIGTERM", term);
+      process.off("SIGINT", int);
+    };
+  },
+};
+
+// Invoked as `istio-iptables` or `pilot-agent` through a symlink: behave like that binary.
+const self = (process.argv[1] ?? process.argv0 ?? "").split("/").pop() ?? "";
+const argv = process.argv.slice(2);
+const effective = self === "istio-iptables" ? ["istio-iptables", ...argv] : argv;
+
+runCli(effective, io).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    process.stderr.write(`Error: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.exit(255);
+  },
+);
