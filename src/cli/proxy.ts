@@ -125,10 +125,13 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       agent.forceStop();
     }
   });
+  // Nothing else may hold the event loop open (DISABLE_ENVOY, no servers): stay up until done.
+  const keepAlive = setInterval(() => {}, 1 << 30);
   try {
     await agent.start(stop.signal);
     return await agent.done;
   } finally {
+    clearInterval(keepAlive);
     unsubscribe?.();
   }
 }

@@ -1,0 +1,81 @@
+// Foundation benchmark: compiled `agent proxy` start -> composition root built ("Agent started"
+// log line), and idle RSS after 3 s, beside a compiled hello-world that prints a line and idles,
+// measured in the same run and reported as ratios.
+
+import { existsSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fmt, rssKiB, summary } from "./support.ts";
+
+const RUNS = 15;
+
+async function startToLine(cmd: string[], env: Record<string, string>, cwd: string, marker: RegExp): Promise<{ ms: number; proc: ReturnType<typeof Bun.spawn> }> {
+  const t0 = performance.now();
+  const proc = Bun.spawn(cmd, { env, cwd, stdout: "pipe", stderr: "inherit" });
+  const reader = proc.stdout.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${cmd[0]} exited before printing ${marker}: ${buf}`);
+    buf += dec.decode(value);
+    if (marker.test(buf)) break;
+  }
+  const ms = performance.now() - t0;
+  void (async () => {
+    for (;;) if ((await reader.read()).done) break;
+  })();
+  return { ms, proc };
+}
+
+export async function run(): Promise<string> {
+  const agent = "dist/agent";
+  if (!existsSync(agent)) return "## Startup\n\nskipped: dist/agent not built\n";
+  const dir = mkdtempSync(join(tmpdir(), "agent-bench-"));
+  const hello = join(dir, "hello.ts");
+  writeFileSync(hello, 'console.log("ready"); setInterval(() => {}, 1000);\n');
+  const helloBin = join(dir, "hello");
+  const b = Bun.spawnSync([process.execPath, "build", hello, "--compile", "--minify", "--bytecode", "--outfile", helloBin]);
+  if (b.exitCode !== 0) throw new Error(b.stderr.toString());
+
+  const env = { PATH: process.env.PATH ?? "", POD_NAME: "bench", POD_NAMESPACE: "default", INSTANCE_IP: "10.0.0.1", PROXY_CONFIG: "binaryPath: /bin/true\nstatusPort: 15999", DISABLE_ENVOY: "true" };
+  const agentCmd = [join(process.cwd(), agent), "proxy", "sidecar"];
+  const agentMs: number[] = [];
+  const helloMs: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    // Alternate to spread machine noise over both.
+    const a = await startToLine(agentCmd, env, dir, /Agent started/);
+    a.proc.kill("SIGKILL");
+    await a.proc.exited;
+    agentMs.push(a.ms);
+    const h = await startToLine([helloBin], env, dir, /ready/);
+    h.proc.kill("SIGKILL");
+    await h.proc.exited;
+    helloMs.push(h.ms);
+  }
+  // Idle RSS after 3 s, both processes alive at the same time.
+  const a = await startToLine(agentCmd, env, dir, /Agent started/);
+  const h = await startToLine([helloBin], env, dir, /ready/);
+  await Bun.sleep(3000);
+  const agentRss = rssKiB(a.proc.pid);
+  const helloRss = rssKiB(h.proc.pid);
+  a.proc.kill("SIGTERM");
+  h.proc.kill("SIGKILL");
+  await Promise.all([a.proc.exited, h.proc.exited]);
+  rmSync(dir, { recursive: true, force: true });
+
+  const as = summary(agentMs);
+  const hs = summary(helloMs);
+  return [
+    "## Startup (compiled binary)",
+    "",
+    `\`agent proxy sidecar\` (DISABLE_ENVOY, config from PROXY_CONFIG) until the composition root logs "Agent started", vs a compiled hello-world until it prints; ${RUNS} alternating runs each.`,
+    "",
+    "| | agent | hello-world | ratio |",
+    "|---|---|---|---|",
+    `| start, median (ms) | ${fmt(as.median)} | ${fmt(hs.median)} | ${fmt(as.median / hs.median, 2)}× |`,
+    `| start, p99 (ms) | ${fmt(as.p99)} | ${fmt(hs.p99)} | ${fmt(as.p99 / hs.p99, 2)}× |`,
+    `| idle RSS after 3 s (MiB) | ${fmt(agentRss / 1024)} | ${fmt(helloRss / 1024)} | ${fmt(agentRss / helloRss, 2)}× |`,
+    "",
+  ].join("\n");
+}

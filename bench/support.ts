@@ -1,0 +1,54 @@
+// Shared helpers for benchmarks: statistics, process RSS/CPU from /proc, machine description.
+
+import { readFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+export function summary(samples: number[]): { median: number; p99: number; min: number; mean: number } {
+  const s = [...samples].sort((a, b) => a - b);
+  return { median: percentile(s, 50), p99: percentile(s, 99), min: s[0] ?? NaN, mean: s.reduce((a, b) => a + b, 0) / (s.length || 1) };
+}
+
+/** Resident set size of a process in KiB (VmRSS), or NaN. */
+export function rssKiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Peak RSS (VmHWM) of a process in KiB, or NaN. */
+export function peakRssKiB(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** User+system CPU time of a process in milliseconds, from /proc/<pid>/stat. */
+export function cpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
+}
+
+export function machine(): string {
+  const c = cpus();
+  return `${c.length} × ${c[0]?.model ?? "unknown CPU"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${process.platform}/${process.arch}, Bun ${Bun.version}`;
+}
+
+export const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a");
