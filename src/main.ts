@@ -21,7 +21,8 @@ const io: CliIO = {
 };
 
 // Invoked as `istio-iptables` or `pilot-agent` through a symlink: behave like that binary.
-const self = (process.argv[1] ?? process.argv0 ?? "").split("/").pop() ?? "";
+// In a compiled binary argv0 is the name it was invoked by (a symlink's own name).
+const self = (process.argv0 ?? "").split("/").pop() ?? "";
 const argv = process.argv.slice(2);
 const effective = self === "istio-iptables" ? ["istio-iptables", ...argv] : argv;
 

@@ -63,7 +63,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       }
       case "iptables":
       case "istio-iptables":
-        return await runIptables(rest, io.env, io);
+        return await runIptables(rest, io.env, { stdout: io.out, stderr: io.err });
       case "request":
         return await runRequest(stripGlobals(rest, io), io);
       case "wait": {

@@ -1,0 +1,52 @@
+// The wait between drain_listeners and stopping Envoy (Istio: pkg/envoy/agent.go `terminate`):
+// either terminationDrainDuration, or, with EXIT_ON_ZERO_ACTIVE_CONNECTIONS, MINIMUM_DRAIN_DURATION
+// followed by polling downstream_cx_active every interval until it reaches 0, the stats are empty
+// (-1), or more than `maxPollErrors` consecutive polls fail. The signal ends the wait early (Envoy
+// exited, or a second SIGTERM). Resolves with why the wait ended, for the transition log.
+
+import { sleep } from "../lib/component.ts";
+import { formatGoDuration } from "../lib/duration.ts";
+import type { Logger } from "../lib/log.ts";
+import type { EnvoyAdmin } from "./admin.ts";
+import { countActiveConnections, type DrainPlan } from "./drainplan.ts";
+
+export interface DrainWaitDeps {
+  admin: EnvoyAdmin;
+  knownListeners: ReadonlySet<string>;
+  log: Logger;
+}
+
+const CANCELLED = "drain wait cancelled";
+
+export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal: AbortSignal): Promise<string> {
+  const { log } = deps;
+  if (signal.aborted) return CANCELLED;
+  if (plan.mode === "wait") {
+    log.info(`Graceful termination period is ${formatGoDuration(plan.terminationDrainMs)}, starting...`);
+    return (await sleep(plan.terminationDrainMs, signal)) ? "graceful termination period complete" : CANCELLED;
+  }
+  log.info(`Agent draining proxy for ${formatGoDuration(plan.minimumDrainMs)}, then waiting for active connections to terminate...`);
+  if (!(await sleep(plan.minimumDrainMs, signal))) return CANCELLED;
+  log.info("Checking for active connections...");
+  let errors = 0;
+  while (await sleep(plan.pollIntervalMs, signal)) {
+    let stats: string;
+    try {
+      stats = await deps.admin.stats("downstream_cx_active$", plan.pollTimeoutMs);
+    } catch (err) {
+      errors++;
+      log.error(`unable to get listener stats from Envoy: ${(err as Error).message}`);
+      if (errors > plan.maxPollErrors) return `error while obtaining downstream_cx_active stat (max retry ${errors} exceeded)`;
+      log.warn(`Retrying (${errors} attempt) to obtain active connections...`);
+      continue;
+    }
+    if (signal.aborted) break;
+    const { count, problems } = countActiveConnections(stats, deps.knownListeners);
+    for (const p of problems) log.warn(p);
+    if (count === -1) return "downstream_cx_active not available (no connections yet or stats disabled)";
+    if (count === 0) return "no more active connections";
+    log.info(`There are still ${count} active connections`);
+    errors = 0;
+  }
+  return CANCELLED;
+}

@@ -1,0 +1,122 @@
+// What happens between SIGTERM and Envoy's exit, resolved once from the configuration and logged
+// in one line at start (Istio: pkg/envoy/agent.go `terminate`), and the pure parts of the
+// EXIT_ON_ZERO_ACTIVE_CONNECTIONS poller: counting downstream_cx_active from Envoy's /stats text.
+
+import { formatGoDuration } from "../lib/duration.ts";
+
+export interface DrainPlan {
+  /** `wait`: sleep terminationDrainDuration; `zero-connections`: min drain, then poll. */
+  mode: "wait" | "zero-connections";
+  /** drain_listeners query: `inboundonly&graceful` for sidecars, `graceful` otherwise. */
+  inboundOnly: boolean;
+  /** ProxyConfig.terminationDrainDuration (mode `wait`). */
+  terminationDrainMs: number;
+  /** MINIMUM_DRAIN_DURATION (mode `zero-connections`). */
+  minimumDrainMs: number;
+  /** Poll period for downstream_cx_active (Istio: 1s). */
+  pollIntervalMs: number;
+  /** Per-request timeout of the stats poll (Istio: 2s). */
+  pollTimeoutMs: number;
+  /** Consecutive poll errors tolerated; one more stops waiting (Istio: 4). */
+  maxPollErrors: number;
+  /** Grace between SIGTERM and SIGKILL when stopping Envoy. */
+  stopGraceMs: number;
+}
+
+export interface DrainPlanInput {
+  sidecar: boolean;
+  exitOnZeroActiveConnections: boolean;
+  terminationDrainMs: number;
+  minimumDrainMs: number;
+  pollIntervalMs?: number;
+  pollTimeoutMs?: number;
+  stopGraceMs?: number;
+}
+
+export function resolveDrainPlan(i: DrainPlanInput): DrainPlan {
+  return {
+    mode: i.exitOnZeroActiveConnections ? "zero-connections" : "wait",
+    inboundOnly: i.sidecar,
+    terminationDrainMs: Math.max(0, i.terminationDrainMs),
+    minimumDrainMs: Math.max(0, i.minimumDrainMs),
+    pollIntervalMs: i.pollIntervalMs ?? 1000,
+    pollTimeoutMs: i.pollTimeoutMs ?? 2000,
+    maxPollErrors: 4,
+    stopGraceMs: i.stopGraceMs ?? 5000,
+  };
+}
+
+/** The admin path of the drain call (Istio's DrainListeners). */
+export function drainListenersPath(inboundOnly: boolean, skipExit: boolean): string {
+  return `/drain_listeners?${inboundOnly ? "inboundonly&" : ""}graceful${skipExit ? "&skip_exit" : ""}`;
+}
+
+/** One line: what SIGTERM will do. */
+export function describeDrainPlan(p: DrainPlan): string {
+  const drain = `POST ${drainListenersPath(p.inboundOnly, false)}`;
+  const wait =
+    p.mode === "wait"
+      ? `wait terminationDrainDuration ${formatGoDuration(p.terminationDrainMs)}`
+      : `wait MINIMUM_DRAIN_DURATION ${formatGoDuration(p.minimumDrainMs)}, then poll downstream_cx_active every ${formatGoDuration(p.pollIntervalMs)} until 0`;
+  return `drain plan on SIGTERM: ${drain}; ${wait}; then SIGTERM Envoy, SIGKILL after ${formatGoDuration(p.stopGraceMs)}; a second signal skips the wait`;
+}
+
+export interface ListenerPorts {
+  envoyStatusPort: number;
+  envoyPrometheusPort: number;
+  secureMetricsPort?: number;
+  secureMergedMetricsPort?: number;
+}
+
+/**
+ * Listeners whose connections do not hold the drain open: Istio's health, Prometheus and
+ * admin listeners. Istio names only the IPv4 wildcard (`0.0.0.0_<port>`); the IPv6 wildcard form
+ * (`[__]_<port>`, Envoy's stat-name spelling of `[::]`) is added for IPv6-only pods.
+ */
+export function knownIstioListeners(p: ListenerPorts): Set<string> {
+  const ports = [p.envoyStatusPort, p.envoyPrometheusPort];
+  if (p.secureMetricsPort) ports.push(p.secureMetricsPort);
+  if (p.secureMergedMetricsPort) ports.push(p.secureMergedMetricsPort);
+  const out = new Set(["listener.admin.downstream_cx_active", "listener.admin.main_thread.downstream_cx_active"]);
+  for (const port of ports) {
+    out.add(`listener.0.0.0.0_${port}.downstream_cx_active`);
+    out.add(`listener.[__]_${port}.downstream_cx_active`);
+  }
+  return out;
+}
+
+export interface ActiveConnections {
+  /** Sum over client-facing listeners; -1 when Envoy returned no stats at all. */
+  count: number;
+  /** Lines that could not be parsed (logged by the caller). */
+  problems: string[];
+}
+
+/**
+ * Sum `listener.*.downstream_cx_active` from `/stats?usedonly&filter=downstream_cx_active$`,
+ * skipping per-worker stats, Envoy internal listeners (`listener.envoy_internal_*`, ambient HBONE
+ * plumbing) and Istio's own listeners (Istio's activeProxyConnections).
+ */
+export function countActiveConnections(stats: string, known: ReadonlySet<string>): ActiveConnections {
+  if (stats.length === 0) return { count: -1, problems: [] };
+  let count = 0;
+  const problems: string[] = [];
+  for (const line of stats.split("\n")) {
+    const parts = line.split(":");
+    if (parts.length !== 2) {
+      if (line.trim() !== "") problems.push(`envoy stat line is missing separator: ${line}`);
+      continue;
+    }
+    const name = parts[0]!;
+    if (!name.startsWith("listener.") || name.includes("worker_")) continue;
+    if (name.startsWith("listener.envoy_internal_")) continue;
+    if (known.has(name)) continue;
+    const raw = parts[1]!.trim();
+    if (!/^\d+$/.test(raw)) {
+      problems.push(`failed parsing Envoy stat ${name}: ${raw}`);
+      continue;
+    }
+    count += Number(raw);
+  }
+  return { count, problems };
+}

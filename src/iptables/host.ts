@@ -1,0 +1,74 @@
+// The real CaptureHost: interface addresses (os.networkInterfaces), resolv.conf nameservers and
+// /etc/passwd lookups. Parsing is pure and exported for tests.
+
+import { readFileSync } from "node:fs";
+import { networkInterfaces } from "node:os";
+import { splitDnsServers, type CaptureHost } from "./config.ts";
+import { isLinkLocal, isLoopback, parseAddr } from "./net.ts";
+
+/** `nameserver <addr>` lines of a resolv.conf, in order. */
+export function parseResolvConf(text: string): string[] {
+  const out: string[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/[#;].*$/, "").trim();
+    const f = line.split(/\s+/);
+    if (f[0] === "nameserver" && f[1]) out.push(f[1]);
+  }
+  return out;
+}
+
+/** The UID of `user` in a passwd file. */
+export function lookupPasswd(text: string, user: string): string | undefined {
+  for (const line of text.split("\n")) {
+    const f = line.split(":");
+    if (f.length >= 3 && f[0] === user && /^\d+$/.test(f[2]!)) return f[2];
+  }
+  return undefined;
+}
+
+/** Istio's getLocalIP over an address list: first usable; with dualStack prefer the first IPv6. */
+export function pickLocalIP(addrs: readonly string[], dualStack: boolean): { ip: string; ipv6: boolean } {
+  let first: { ip: string; ipv6: boolean } | undefined;
+  for (const a of addrs) {
+    let p = parseAddr(a);
+    if (!p) continue;
+    if (p.family === 6 && p.bytes.slice(0, 10).every((x) => x === 0) && p.bytes[10] === 0xff && p.bytes[11] === 0xff) p = { family: 4, bytes: p.bytes.slice(12) };
+    if (isLoopback(p) || isLinkLocal(p)) continue;
+    const found = { ip: a, ipv6: p.family === 6 };
+    if (!dualStack) return found;
+    first ??= found;
+    if (found.ipv6) return { ip: first.ip, ipv6: true };
+  }
+  if (first) return first;
+  throw new Error("no valid local IP address found");
+}
+
+export interface SystemHostPaths {
+  resolvConf?: string;
+  passwd?: string;
+}
+
+export function systemHost(paths: SystemHostPaths = {}): CaptureHost {
+  return {
+    localIP(dualStack) {
+      const addrs = Object.values(networkInterfaces()).flatMap((l) => (l ?? []).map((x) => x.address.replace(/%.*$/, "")));
+      return pickLocalIP(addrs, dualStack);
+    },
+    dnsServers() {
+      const path = paths.resolvConf ?? "/etc/resolv.conf";
+      try {
+        return splitDnsServers(parseResolvConf(readFileSync(path, "utf8")));
+      } catch (e) {
+        throw new Error(`failed to load ${path}: ${(e as Error).message}`);
+      }
+    },
+    lookupUid(user) {
+      if (user === "") return undefined;
+      try {
+        return lookupPasswd(readFileSync(paths.passwd ?? "/etc/passwd", "utf8"), user);
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
