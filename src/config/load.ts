@@ -168,7 +168,11 @@ function readOrFail(inputs: LoadInputs, path: string, what: string): string | un
 function readDownward(inputs: LoadInputs, path: string): Record<string, string> {
   const text = readOrFail(inputs, path, "pod info file");
   if (text === undefined) return {};
-  return inputs.parseDownward(text, path);
+  try {
+    return inputs.parseDownward(text, path);
+  } catch (e) {
+    throw e instanceof ConfigError ? e : new ConfigError((e as Error).message);
+  }
 }
 
 function describeEnvProblem(p: EnvProblem): string {
