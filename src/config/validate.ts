@@ -85,11 +85,11 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
     const v = config[f];
     if (typeof v === "number" && (v < 1 || v > 65535)) err(f, `port number ${v} must be in the range 1..65535`);
   }
-  const auth = config.controlPlaneAuthPolicy;
+  const auth: unknown = config.controlPlaneAuthPolicy;
   if (auth !== undefined) {
     const normalised = auth === 0 || auth === "0" ? "NONE" : auth === 1 || auth === "1" ? "MUTUAL_TLS" : auth;
     if (normalised !== "NONE" && normalised !== "MUTUAL_TLS") err("controlPlaneAuthPolicy", `unrecognized control plane auth policy ${JSON.stringify(auth)} (want NONE or MUTUAL_TLS)`);
-    else config.controlPlaneAuthPolicy = normalised;
+    else config.controlPlaneAuthPolicy = normalised as string;
   }
   const mode = config.interceptionMode;
   if (mode !== undefined && !["REDIRECT", "TPROXY", "NONE"].includes(String(mode))) {

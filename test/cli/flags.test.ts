@@ -11,8 +11,7 @@ const specs: FlagSpec[] = [
   { name: "timeout", type: "duration", default: 5000, usage: "" },
 ];
 
-describe("pflag syntax", () => {
-  test.each([
+const SYNTAX_CASES: [string[], string, unknown][] = [
     [["--domain=x.svc"], "domain", "x.svc"],
     [["--domain", "x.svc"], "domain", "x.svc"],
     [["--concurrency=4"], "concurrency", 4],
@@ -26,11 +25,16 @@ describe("pflag syntax", () => {
     [["-np", "1"], "envoy-port", "1"],
     [["--timeout=1m30s"], "timeout", 90_000],
     [["--log_target", "a", "--log_target=b"], "log_target", ["a", "b"]],
-  ] as [string[], string, unknown][])("%p sets %s", (argv, name, value) => {
-    const r = parseFlags(argv, specs);
-    expect(r.values[name]).toEqual(value);
-    expect(r.set.has(name)).toBe(true);
-  });
+];
+
+describe("pflag syntax", () => {
+  for (const [argv, name, value] of SYNTAX_CASES) {
+    test(`${JSON.stringify(argv)} sets ${name}`, () => {
+      const r = parseFlags(argv, specs);
+      expect(r.values[name] as unknown).toEqual(value);
+      expect(r.set.has(name)).toBe(true);
+    });
+  }
 
   test("defaults when not set; repeated array replaces the default", () => {
     const r = parseFlags([], specs);
