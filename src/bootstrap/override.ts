@@ -1,0 +1,37 @@
+// ISTIO_BOOTSTRAP_OVERRIDE (Istio's readBootstrapToJSON in pkg/envoy/proxy.go): a YAML or JSON
+// file merged by Envoy over the bootstrap via `--config-yaml <json>`. `$(HOST_IP)` is replaced by
+// HOST_IP (bracketed when it is IPv6, without doubling brackets the user already wrote).
+
+import { readFile } from "node:fs/promises";
+import { parse as parseYaml } from "yaml";
+import { BootstrapError } from "./errors.ts";
+import { goJsonMarshal } from "./gotemplate/json.ts";
+
+/** Pure part: substitute HOST_IP and convert YAML/JSON text to compact JSON with sorted keys. */
+export function bootstrapOverrideToJson(text: string, hostIp: string, source = "ISTIO_BOOTSTRAP_OVERRIDE"): string {
+  let host = hostIp;
+  let body = text;
+  if (host.includes(":")) {
+    host = `[${host}]`;
+    body = body.split("[$(HOST_IP)]").join(host);
+  }
+  body = body.split("$(HOST_IP)").join(host);
+  let doc: unknown;
+  try {
+    doc = parseYaml(body);
+  } catch (e) {
+    throw new BootstrapError(`failed to convert to JSON: ${source}: ${(e as Error).message}`, source, { cause: e });
+  }
+  return goJsonMarshal(doc ?? null);
+}
+
+/** Read the override file; the error names the file. */
+export async function readBootstrapOverride(path: string, hostIp: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new BootstrapError(`failed to read file: ${path}, ${(e as Error).message}`, path, { cause: e });
+  }
+  return bootstrapOverrideToJson(text, hostIp, path);
+}

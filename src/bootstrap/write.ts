@@ -1,0 +1,89 @@
+// Writing the Envoy bootstrap (the thin I/O shell around params.ts and render.ts): Istio's
+// Instance.CreateFile. Creates <configPath> (0700), picks the template, writes the lightstep token
+// file when tracing asks for it, renders and writes <configPath>/envoy-rev.json.
+
+import { access, mkdir, readFile, writeFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import type { BootstrapNode } from "../config/metadata.ts";
+import type { ProxyConfig } from "../config/proxyconfig.ts";
+import { BootstrapError } from "./errors.ts";
+import { toTemplateParams, type BootstrapFlags } from "./params.ts";
+import { bootstrapOutputPath, BUILTIN_TEMPLATE_NAME, builtinTemplateText, compileTemplate, DEFAULT_TEMPLATE_PATH, effectiveTemplatePath, renderTemplate } from "./render.ts";
+
+export interface CreateBootstrapInput {
+  node: BootstrapNode;
+  compliancePolicy: string;
+  logAsJson: boolean;
+  flags: BootstrapFlags;
+  /** ISTIO_BOOTSTRAP (template path override). */
+  templateOverride: string;
+  /** Directory relative paths resolve against (the agent's working directory). */
+  root: string;
+  /** Environment for the sprig `env`/`expandenv` functions. */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+export interface CreatedBootstrap {
+  /** Absolute path of the written bootstrap. */
+  path: string;
+  /** The template used (a path, or the built-in template's name). */
+  template: string;
+  /** Rendered text. */
+  text: string;
+  /** Ignored inputs (bad annotations...), to be logged as warnings. */
+  problems: string[];
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Load the template text: the effective path, or our built-in template when the image's default is absent. */
+export async function loadTemplate(pc: ProxyConfig, templateOverride: string, root: string): Promise<{ name: string; path: string; text: string }> {
+  const path = effectiveTemplatePath(pc, templateOverride);
+  const abs = resolve(root, path);
+  if (path === DEFAULT_TEMPLATE_PATH && !(await exists(abs))) {
+    return { name: BUILTIN_TEMPLATE_NAME, path, text: builtinTemplateText() };
+  }
+  try {
+    return { name: path, path, text: await readFile(abs, "utf8") };
+  } catch (e) {
+    throw new BootstrapError(`cannot read bootstrap template ${path}: ${(e as Error).message}`, path, { cause: e });
+  }
+}
+
+export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<CreatedBootstrap> {
+  const pc = inp.node.typed.PROXY_CONFIG as ProxyConfig;
+  const configPath = pc.configPath ?? "./etc/istio/proxy";
+  const configDir = resolve(inp.root, configPath);
+  try {
+    await mkdir(configDir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw new BootstrapError(`cannot create bootstrap directory ${configDir}: ${(e as Error).message}`, configPath, { cause: e });
+  }
+  const tmpl = await loadTemplate(pc, inp.templateOverride, inp.root);
+  const compiled = compileTemplate(tmpl.name, tmpl.text, inp.env ?? {});
+  const { params, lightstepToken, problems } = toTemplateParams({ node: inp.node, compliancePolicy: inp.compliancePolicy, logAsJson: inp.logAsJson, flags: inp.flags });
+  problems.unshift(...inp.node.problems);
+  if (lightstepToken) {
+    const tokenPath = resolve(inp.root, lightstepToken.path);
+    try {
+      await writeFile(tokenPath, lightstepToken.token, { mode: 0o666 });
+    } catch (e) {
+      throw new BootstrapError(`cannot write lightstep access token file ${tokenPath}: ${(e as Error).message}`, tokenPath, { cause: e });
+    }
+  }
+  const text = renderTemplate(compiled, params);
+  const out = resolve(inp.root, bootstrapOutputPath(configPath, tmpl.path));
+  try {
+    await writeFile(out, text, { mode: 0o666 });
+  } catch (e) {
+    throw new BootstrapError(`cannot write bootstrap ${out}: ${(e as Error).message}`, out, { cause: e });
+  }
+  return { path: out, template: tmpl.name, text, problems };
+}
