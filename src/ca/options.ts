@@ -1,0 +1,81 @@
+// How the agent reaches istiod's CA, resolved from configuration (Istio's FindRootCAForCA,
+// plugins.go and caclient options): address, TLS or not, root certificate, server name, client
+// certificate, outgoing metadata and CSR metadata. Pure: paths are resolved, not read.
+
+import { join, isAbsolute } from "node:path";
+import { CaError } from "./errors.ts";
+
+export interface CaEnv {
+  CA_ADDR: string;
+  CA_ROOT_CA: string;
+  ISTIOD_SAN: string;
+  PILOT_CERT_PROVIDER: string;
+  PROV_CERT: string;
+  ISTIO_META_CLUSTER_ID: string;
+  ISTIO_META_CERT_SIGNER: string;
+}
+
+export interface CaClientOptions {
+  /** host:port of the CA. */
+  address: string;
+  /** false when the port is 15010 (plaintext, Istio's convention). */
+  tls: boolean;
+  /** Root PEM file to trust; `SYSTEM` = the OS trust store; undefined with plaintext. */
+  rootCertPath?: string | "SYSTEM";
+  /** TLS server name (SNI and certificate check). */
+  serverName?: string;
+  /** Client certificate (PROV_CERT). */
+  clientCertPath?: string;
+  clientKeyPath?: string;
+  /** gRPC metadata on every CSR: ClusterID and CA_HEADER_*. */
+  headers: Record<string, string>;
+  /** CSR request metadata (CertSigner). */
+  csrMetadata?: Record<string, string>;
+}
+
+export const MESH_ROOT_CERT_PATH = "./var/run/secrets/istio/root-cert.pem";
+export const ETC_CERTS_ROOT_PATH = "./etc/certs/root-cert.pem";
+
+/** Host part of host:port (brackets removed for IPv6). */
+export function hostOf(address: string): string {
+  const a = address.replace(/^[a-z]+:\/\//, "");
+  if (a.startsWith("[")) return a.slice(1, a.indexOf("]"));
+  const i = a.lastIndexOf(":");
+  return i < 0 ? a : a.slice(0, i);
+}
+
+/** Istio's root order for the CA connection. */
+export function rootCertForCa(env: CaEnv): string | "SYSTEM" {
+  if (env.CA_ROOT_CA === "SYSTEM") return "SYSTEM";
+  if (env.CA_ROOT_CA !== "") return env.CA_ROOT_CA;
+  if (env.PILOT_CERT_PROVIDER === "custom") return ETC_CERTS_ROOT_PATH;
+  if (env.PROV_CERT !== "") return join(env.PROV_CERT, "root-cert.pem");
+  if (env.PILOT_CERT_PROVIDER === "none") {
+    throw new CaError("config", "PILOT_CERT_PROVIDER=none: no root certificate for the TLS connection to the CA (set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)");
+  }
+  return MESH_ROOT_CERT_PATH;
+}
+
+export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, string | undefined>>, discoveryAddress: string, root = "."): CaClientOptions {
+  const address = env.CA_ADDR !== "" ? env.CA_ADDR : discoveryAddress;
+  if (address === "") throw new CaError("config", "CA_ADDR: no CA address (and no discoveryAddress in ProxyConfig)");
+  const tls = !address.endsWith(":15010");
+  const headers: Record<string, string> = {};
+  if (env.ISTIO_META_CLUSTER_ID !== "") headers["ClusterID"] = env.ISTIO_META_CLUSTER_ID;
+  for (const [k, v] of Object.entries(rawEnv)) {
+    if (k.startsWith("CA_HEADER_") && k.length > "CA_HEADER_".length && v !== undefined) headers[k.slice("CA_HEADER_".length)] = v;
+  }
+  const abs = (p: string) => (isAbsolute(p) ? p : join(root, p));
+  const opts: CaClientOptions = { address, tls, headers };
+  if (env.ISTIO_META_CERT_SIGNER !== "") opts.csrMetadata = { CertSigner: env.ISTIO_META_CERT_SIGNER };
+  if (tls) {
+    const r = rootCertForCa(env);
+    opts.rootCertPath = r === "SYSTEM" ? r : abs(r);
+    opts.serverName = env.CA_ADDR === "" && env.ISTIOD_SAN !== "" ? env.ISTIOD_SAN : hostOf(address);
+    if (env.PROV_CERT !== "") {
+      opts.clientCertPath = abs(join(env.PROV_CERT, "cert-chain.pem"));
+      opts.clientKeyPath = abs(join(env.PROV_CERT, "key.pem"));
+    }
+  }
+  return opts;
+}

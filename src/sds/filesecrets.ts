@@ -1,0 +1,116 @@
+// File-backed secrets: `file-cert:`/`file-root:` resources, `file-root:system`, and `default` /
+// `ROOTCA` when served from mounted files. Each item is read once (with retry), cached and its
+// files watched; on a change the item is re-read and, if its content differs, `onUpdate(name)`
+// fires. A failed re-read keeps the previous item (counted, logged). File certs are not rotated
+// by time: whoever mounts them rotates them.
+
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import type { Logger } from "../lib/log.ts";
+import type { Clock } from "./clock.ts";
+import { readCertPair, readRootBundle, withFileRetry } from "./files.ts";
+import type { SecretItem } from "./item.ts";
+import type { SecretMetrics } from "./metrics.ts";
+import { CertFileWatcher } from "./watcher.ts";
+
+interface Entry {
+  paths: string[];
+  read: () => Promise<SecretItem>;
+  item?: SecretItem;
+  inflight?: Promise<SecretItem>;
+}
+
+export interface FileSecretsDeps {
+  log: Logger;
+  metrics: SecretMetrics;
+  clock: Clock;
+  debounceMs: number;
+  /** How long a failing read is retried (Istio: 10s): a mount can be caught half-swapped. */
+  retryTotalMs?: number;
+  onUpdate: (name: string) => void;
+}
+
+export class FileSecrets {
+  private readonly entries = new Map<string, Entry>();
+  private readonly watcher: CertFileWatcher;
+
+  constructor(private readonly deps: FileSecretsDeps) {
+    this.watcher = new CertFileWatcher({
+      clock: deps.clock,
+      debounceMs: deps.debounceMs,
+      onChange: (paths) => void this.reload(paths),
+      onError: (dir, err) => {
+        deps.metrics.fileWatcherFailures.inc();
+        deps.log.error(`cannot watch certificate directory ${dir}: ${err.message}`);
+      },
+    });
+  }
+
+  /** A key/chain pair resource. */
+  certPair(name: string, certPath: string, keyPath: string): Promise<SecretItem> {
+    return this.get(name, [certPath, keyPath], () => readCertPair(name, certPath, keyPath, this.deps.clock.now()));
+  }
+
+  /** A root bundle resource; invalid certificates in the file are skipped with a warning. */
+  root(name: string, caPath: string): Promise<SecretItem> {
+    return this.get(name, [caPath], async () => {
+      const { item, invalid } = await readRootBundle(name, caPath);
+      if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`);
+      return item;
+    });
+  }
+
+  /** The cached item, if read already. */
+  peek(name: string): SecretItem | undefined {
+    return this.entries.get(name)?.item;
+  }
+
+  close(): void {
+    this.watcher.close();
+  }
+
+  private async get(name: string, paths: string[], read: () => Promise<SecretItem>): Promise<SecretItem> {
+    let e = this.entries.get(name);
+    if (e?.item) return e.item;
+    if (!e) {
+      e = { paths: paths.map((p) => resolve(p)), read };
+      this.entries.set(name, e);
+      for (const p of paths) this.watcher.add(p);
+    }
+    if (e.inflight) return e.inflight;
+    const entry = e;
+    entry.inflight = withFileRetry(read, this.deps.clock, this.deps.debounceMs, this.deps.retryTotalMs ?? 10_000)
+      .then((item) => {
+        entry.item = item;
+        if (item.expireMs > 0) this.deps.metrics.setExpiry(name, item.expireMs);
+        return item;
+      })
+      .catch((err) => {
+        this.deps.metrics.fileSecretFailures.inc();
+        throw err;
+      })
+      .finally(() => {
+        entry.inflight = undefined;
+      });
+    return entry.inflight;
+  }
+
+  private async reload(changed: string[]): Promise<void> {
+    const set = new Set(changed.map((p) => resolve(p)));
+    for (const [name, e] of this.entries) {
+      if (!e.item || !e.paths.some((p) => set.has(p))) continue;
+      if (!e.paths.every((p) => existsSync(p))) continue; // mid-swap; the next event completes it
+      try {
+        const next = await e.read();
+        if (next.version === e.item.version) continue;
+        e.item = next;
+        if (next.expireMs > 0) this.deps.metrics.setExpiry(name, next.expireMs);
+        this.deps.log.info(`${name}: certificate files changed, pushing new version`, { files: e.paths.join(",") });
+        this.deps.onUpdate(name);
+      } catch (err) {
+        this.deps.metrics.fileSecretFailures.inc();
+        this.deps.log.error(`${name}: re-reading changed files failed, still serving the previous version: ${(err as Error).message}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,173 @@
+// The secret manager component: picks the signer (istiod's CA, the local CA, or none for mounted
+// files), builds the secret cache, serves SDS on the right socket (unless DISABLE_ENVOY), warms
+// `default` and `ROOTCA` in the background (readiness blocker "certificate warmed"), and takes
+// PCDS trust bundles. `createSecretManager` is what src/agent.ts calls.
+
+import type { AgentConfig } from "../config/agentconfig.ts";
+import { IstioCaClient } from "../ca/client.ts";
+import { LocalCa } from "../ca/local.ts";
+import type { CertificateSigner } from "../ca/signer.ts";
+import { tokenSourceFor } from "../ca/token.ts";
+import type { Component } from "../lib/component.ts";
+import type { TrustBundleSink } from "../lib/interfaces.ts";
+import type { Logger } from "../lib/log.ts";
+import type { Registry } from "../lib/metrics.ts";
+import { PeerAuthorizer } from "../lib/peerauth.ts";
+import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { SecretCache } from "./cache.ts";
+import { clockSleep, systemClock, type Clock } from "./clock.ts";
+import { detectSdsMode, type SdsMode } from "./external.ts";
+import { SecretMetrics } from "./metrics.ts";
+import { secretManagerOptionsFrom, type SecretManagerOptions } from "./options.ts";
+import { OutputCertsWriter } from "./output.ts";
+import { ROOT_CA, WORKLOAD_KEY_CERT } from "./resources.ts";
+import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
+import { SdsServer } from "./server.ts";
+
+export const WARMED_BLOCKER = "certificate warmed";
+export const RENEWAL_BLOCKER = "certificate renewal";
+
+export interface SecretManagerDeps {
+  log: Logger;
+  registry: Registry;
+  readiness: Readiness;
+  clock?: Clock;
+  random?: () => number;
+  /** Replace the signer (tests, benchmarks). */
+  signer?: CertificateSigner;
+}
+
+/** A blocker registered only while raised (reblock) and removed on clear. */
+function lazyBlocker(readiness: Readiness, name: string): Blocker {
+  let b: Blocker | undefined;
+  return {
+    reblock: () => {
+      b = b ?? readiness.block(name);
+      b.reblock();
+    },
+    fail: (err) => b?.fail(err),
+    clear: () => readiness.clear(name),
+  };
+}
+
+export class SecretManager implements Component, TrustBundleSink {
+  readonly name = "sds";
+  /** Which socket is served; set by start(). */
+  mode: SdsMode | undefined;
+  cache: SecretCache | undefined;
+  server: SdsServer | undefined;
+  private readonly clock: Clock;
+  private readonly metrics: SecretMetrics;
+  private readonly warmed: Blocker;
+  private pendingBundle: string[] | undefined;
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly opts: SecretManagerOptions,
+    private readonly deps: SecretManagerDeps,
+  ) {
+    this.clock = deps.clock ?? systemClock;
+    this.metrics = new SecretMetrics(deps.registry, this.clock);
+    this.warmed = deps.readiness.block(WARMED_BLOCKER);
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    const o = this.opts;
+    const log = this.deps.log;
+    this.mode = o.serveSds ? await detectSdsMode(o.root, o.socketFile) : undefined;
+    const filesOnly = this.mode?.kind === "files-only";
+    if (filesOnly) log.info(`external SDS server found on ${(this.mode as { externalSocket: string }).externalSocket}: serving file certificates only on ${this.mode!.socketPath}`);
+    const signer = filesOnly ? undefined : (this.deps.signer ?? (await this.makeSigner()));
+    const cache = new SecretCache(
+      {
+        ...(signer ? { signer } : {}),
+        keyOptions: o.keyOptions,
+        spiffeId: o.spiffeId,
+        ttlSeconds: o.ttlSeconds,
+        rotation: o.rotation,
+        debounceMs: o.debounceMs,
+        ...(filesOnly ? {} : { workloadFiles: o.workloadFiles }),
+        ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode) } : {}),
+        ...(o.crlPath ? { crlPath: o.crlPath } : {}),
+      },
+      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, RENEWAL_BLOCKER) },
+    );
+    this.cache = cache;
+    if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
+    if (this.mode) {
+      const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
+      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock });
+      await this.server.start();
+    }
+    if (filesOnly) this.warmed.clear();
+    else this.running = this.warm(cache, signal);
+    signal.addEventListener("abort", () => void this.shutdown(), { once: true });
+  }
+
+  stopped(): Promise<void> {
+    return this.running;
+  }
+
+  updateTrustBundle(pemCerts: string[]): void {
+    if (this.cache) this.cache.updateTrustBundle(pemCerts);
+    else this.pendingBundle = pemCerts;
+  }
+
+  private async makeSigner(): Promise<CertificateSigner | undefined> {
+    const s = this.opts.signer;
+    const log = this.deps.log;
+    switch (s.kind) {
+      case "none":
+        log.info(`no CA client: ${s.why}`);
+        return undefined;
+      case "local": {
+        const ca = s.dir ? await LocalCa.fromDir(s.dir) : await LocalCa.generate({ trustDomain: this.opts.trustDomain });
+        log.info(`CA_PROVIDER=local: signing workload certificates in process${s.dir ? ` with the root from ${s.dir}` : " with a generated root"}`);
+        return ca;
+      }
+      case "istiod": {
+        const retries = this.metrics.outgoingRetries;
+        log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
+        return new IstioCaClient(s.ca, {
+          tokens: tokenSourceFor(s.credentialFetcher, s.tokenPath),
+          sleep: (ms) => clockSleep(this.clock, ms),
+          ...(this.deps.random ? { random: this.deps.random } : {}),
+          onRetry: () => retries.inc({ request_type: "csr" }),
+        });
+      }
+    }
+  }
+
+  /** Generate `default` then `ROOTCA`, retrying forever with backoff until both succeed. */
+  private async warm(cache: SecretCache, signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    for (const name of [WORKLOAD_KEY_CERT, ROOT_CA]) {
+      for (;;) {
+        if (signal.aborted) return;
+        try {
+          await cache.get(name);
+          break;
+        } catch (e) {
+          failures++;
+          const msg = `${name}: ${(e as Error).message}`;
+          this.warmed.fail(msg);
+          const delay = backoffMs(failures, WARM_BACKOFF, this.deps.random ?? Math.random);
+          this.deps.log.warn(`warming certificates failed (attempt ${failures}), retrying in ${(delay / 1000).toFixed(1)}s: ${msg}`);
+          if (!(await clockSleep(this.clock, delay, signal))) return;
+        }
+      }
+    }
+    this.warmed.clear();
+    this.deps.log.info("certificates warmed: default and ROOTCA ready");
+  }
+
+  private async shutdown(): Promise<void> {
+    await this.server?.close();
+    this.cache?.close();
+  }
+}
+
+/** The factory src/agent.ts calls. */
+export function createSecretManager(cfg: AgentConfig, deps: SecretManagerDeps): SecretManager {
+  return new SecretManager(secretManagerOptionsFrom(cfg), deps);
+}

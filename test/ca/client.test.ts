@@ -1,0 +1,146 @@
+// The CA client against the fake CA over TLS: outgoing metadata, the token re-read per request,
+// request fields, Istio's retries, a rejected or missing token reported as such, bad responses.
+
+import { describe, expect, test, beforeAll, afterAll, beforeEach } from "bun:test";
+import { status } from "@grpc/grpc-js";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { IstioCaClient } from "../../src/ca/client.ts";
+import { CaError } from "../../src/ca/errors.ts";
+import { generateKeyAndCsr, spiffeId } from "../../src/ca/keygen.ts";
+import { FileTokenSource } from "../../src/ca/token.ts";
+import { CA_MAX_ATTEMPTS } from "../../src/ca/retry.ts";
+import { FakeCa } from "../support/fake-ca.ts";
+
+const SPIFFE = spiffeId("cluster.local", "ns1", "sa1");
+let ca: FakeCa;
+let dir: string;
+let csr: string;
+const sleeps: number[] = [];
+let retries = 0;
+
+function client(over: Partial<ConstructorParameters<typeof IstioCaClient>[0]> = {}, timeout?: number): IstioCaClient {
+  return new IstioCaClient(
+    { address: ca.address, tls: true, rootCertPath: join(dir, "root.pem"), serverName: "istiod.istio-system.svc", headers: { ClusterID: "Kubernetes", Foo: "bar" }, csrMetadata: { CertSigner: "signer-a" }, ...over },
+    { tokens: new FileTokenSource(join(dir, "token")), sleep: async (ms) => (sleeps.push(ms), true), random: () => 0.5, onRetry: () => retries++, ...(timeout ? { attemptTimeoutMs: timeout } : {}) },
+  );
+}
+
+beforeAll(async () => {
+  ca = await FakeCa.start({ token: "good", spiffeId: SPIFFE });
+  dir = mkdtempSync(join(tmpdir(), "caclient-"));
+  writeFileSync(join(dir, "root.pem"), ca.tls!.rootPem);
+  csr = (await generateKeyAndCsr({ algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }, SPIFFE)).csrPem;
+});
+afterAll(async () => {
+  await ca.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  ca.mode = "ok";
+  ca.requests.length = 0;
+  sleeps.length = 0;
+  retries = 0;
+  writeFileSync(join(dir, "token"), "good\n");
+});
+
+describe("IstioCaClient", () => {
+  test("sends the CSR, TTL, CertSigner and headers; token re-read on every request", async () => {
+    const c = client();
+    const chain = await c.sign(csr, 7200);
+    expect(chain.length).toBe(2);
+    const r = ca.requests[0]!;
+    expect(r.validityDuration).toBe(7200);
+    expect(r.metadata).toEqual({ CertSigner: "signer-a" });
+    expect(r.headers["clusterid"]).toBe("Kubernetes");
+    expect(r.headers["foo"]).toBe("bar");
+    expect(r.headers["authorization"]).toBe("Bearer good");
+    writeFileSync(join(dir, "token"), "rotated");
+    const e2 = await c.sign(csr, 7200).catch((e) => e);
+    expect(e2.message).toMatch(/rejected the token/);
+    expect(ca.requests[1]!.headers["authorization"]).toBe("Bearer rotated");
+    c.close();
+  });
+
+  test("retries transient failures 5 attempts in all, with Istio's backoff", async () => {
+    ca.mode = "fail";
+    const c = client();
+    const err = await c.sign(csr, 60).catch((e) => e);
+    expect(err).toBeInstanceOf(CaError);
+    expect(err.message).toContain("UNAVAILABLE");
+    expect(ca.requests.length).toBe(CA_MAX_ATTEMPTS);
+    expect(retries).toBe(CA_MAX_ATTEMPTS - 1);
+    expect(sleeps).toEqual([100, 200, 400, 800]);
+    c.close();
+  });
+
+  test("does not retry a non-transient code", async () => {
+    ca.mode = "fail";
+    ca.failCode = status.INVALID_ARGUMENT;
+    const c = client();
+    expect(String(await c.sign(csr, 60).catch((e) => e))).toMatch("INVALID_ARGUMENT");
+    expect(ca.requests.length).toBe(1);
+    ca.failCode = status.UNAVAILABLE;
+    c.close();
+  });
+
+  test("a rejected token is reported as such, naming the token file, without the token", async () => {
+    ca.mode = "reject-token";
+    const c = client();
+    const err = (await c.sign(csr, 60).catch((e) => e)) as CaError;
+    expect(err.kind).toBe("rejected-token");
+    expect(err.message).toContain(join(dir, "token"));
+    expect(err.message).not.toContain("good");
+    expect(ca.requests.length).toBe(1);
+    c.close();
+  });
+
+  test("a missing token sends no authorization header and says the token is missing", async () => {
+    rmSync(join(dir, "token"));
+    const c = client();
+    const err = (await c.sign(csr, 60).catch((e) => e)) as CaError;
+    expect(err.kind).toBe("rejected-token");
+    expect(err.message).toContain("no token at");
+    expect(ca.requests[0]!.headers["authorization"]).toBeUndefined();
+    c.close();
+  });
+
+  test("a chain of one certificate is refused", async () => {
+    ca.mode = "short-chain";
+    const c = client();
+    expect(String(await c.sign(csr, 60).catch((e) => e))).toMatch(/returned 1 certificate/);
+    c.close();
+  });
+
+  test("a stalled CA hits the per-attempt deadline and is retried", async () => {
+    ca.mode = "stall";
+    const c = client({}, 200);
+    const err = (await c.sign(csr, 60).catch((e) => e)) as CaError;
+    expect(err.message).toContain("DEADLINE_EXCEEDED");
+    expect(ca.requests.length).toBe(CA_MAX_ATTEMPTS);
+    c.close();
+  });
+
+  test("a wrong server name fails the TLS handshake", async () => {
+    const c = client({ serverName: "not-istiod.example" }, 2000);
+    expect(await c.sign(csr, 60).catch((e) => e)).toBeInstanceOf(CaError);
+    expect(ca.requests.length).toBe(0);
+    c.close();
+  });
+
+  test("an IP address as server name is checked against the certificate's IP SANs", async () => {
+    const ok = client({ serverName: "127.0.0.1" }, 2000);
+    expect((await ok.sign(csr, 60)).length).toBe(2);
+    ok.close();
+    const bad = client({ serverName: "127.0.0.2" }, 2000);
+    expect(await bad.sign(csr, 60).catch((e) => e)).toBeInstanceOf(CaError);
+    bad.close();
+  });
+
+  test("a missing root file is a config error naming the path", async () => {
+    const c = client({ rootCertPath: join(dir, "nope.pem") });
+    expect(String(await c.sign(csr, 60).catch((e) => e))).toMatch(join(dir, "nope.pem"));
+    c.close();
+  });
+});

@@ -1,0 +1,46 @@
+// Independent verification with the openssl CLI: chain to root, key/cert pair, SAN.
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+function run(args: string[], input?: string): { code: number; out: string } {
+  const r = spawnSync("openssl", args, { input, encoding: "utf8" });
+  return { code: r.status ?? -1, out: (r.stdout ?? "") + (r.stderr ?? "") };
+}
+
+export function opensslAvailable(): boolean {
+  return spawnSync("openssl", ["version"]).status === 0;
+}
+
+/** Verify `chainPem` (leaf first, root last) to `rootPem`; returns openssl's output. */
+export function verifyChain(chainPem: string, rootPem: string): { ok: boolean; out: string } {
+  const dir = mkdtempSync(join(tmpdir(), "ossl-"));
+  try {
+    writeFileSync(join(dir, "root.pem"), rootPem);
+    writeFileSync(join(dir, "chain.pem"), chainPem);
+    const r = run(["verify", "-CAfile", join(dir, "root.pem"), join(dir, "chain.pem")]);
+    return { ok: r.code === 0 && /: OK/.test(r.out), out: r.out };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Public key of a certificate and of a private key, as PEM, to compare. */
+export function certPubkey(certPem: string): string {
+  return run(["x509", "-noout", "-pubkey"], certPem).out;
+}
+
+export function keyPubkey(keyPem: string): string {
+  return run(["pkey", "-pubout"], keyPem).out;
+}
+
+export function certText(certPem: string): string {
+  return run(["x509", "-noout", "-text"], certPem).out;
+}
+
+export function csrText(csrPem: string): { ok: boolean; out: string } {
+  const r = run(["req", "-noout", "-text", "-verify"], csrPem);
+  return { ok: r.code === 0, out: r.out };
+}

@@ -1,0 +1,176 @@
+// The secret manager as the agent builds it from AgentConfig: warm-up readiness, SDS socket,
+// OUTPUT_CERTS modes, DISABLE_ENVOY, external SDS socket (files-only), CA_PROVIDER=local.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import * as grpc from "@grpc/grpc-js";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AgentConfig } from "../../src/config/agentconfig.ts";
+import { readAll } from "../../src/config/envdecl.ts";
+import { PROXY_ENV } from "../../src/config/env.ts";
+import { defaultProxyConfig } from "../../src/config/proxyconfig.ts";
+import { memoryLogger } from "../../src/lib/log.ts";
+import { newRegistry } from "../../src/lib/metrics.ts";
+import { Readiness } from "../../src/lib/readiness.ts";
+import { createSecretManager, WARMED_BLOCKER, type SecretManager } from "../../src/sds/manager.ts";
+import { sdsCodec } from "../../src/sds/proto.ts";
+import { SDS_SERVICE } from "../../src/sds/server.ts";
+import { FakeCa } from "../support/fake-ca.ts";
+import { verifyChain } from "../ca/openssl.ts";
+import { FakeClock, until } from "./fake-clock.ts";
+
+const codec = sdsCodec();
+let root: string;
+let ca: FakeCa | undefined;
+let abort: AbortController;
+let mgr: SecretManager | undefined;
+
+afterEach(async () => {
+  abort?.abort();
+  await mgr?.stopped();
+  await Bun.sleep(20);
+  await ca?.close();
+  ca = undefined;
+  mgr = undefined;
+  rmSync(root, { recursive: true, force: true });
+});
+
+function config(env: Record<string, string>): AgentConfig {
+  const rawEnv = { POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", XDS_AUTHORIZED_UIDS: "*", ...env };
+  return {
+    proxyType: "sidecar",
+    proxyConfig: defaultProxyConfig(),
+    proxyConfigSources: {},
+    env: readAll(rawEnv, PROXY_ENV).values,
+    rawEnv,
+    flags: {} as AgentConfig["flags"],
+    node: { type: "sidecar", ips: ["10.0.0.1"], ipMode: "ipv4", id: "p.default", domain: "default.svc.cluster.local", nodeId: "sidecar~10.0.0.1~p.default~default.svc.cluster.local", podName: "p", podNamespace: "default", serviceAccount: "app" },
+    labels: {},
+    annotations: {},
+    root,
+    uid: process.getuid?.() ?? 0,
+    version: "test",
+  };
+}
+
+async function withCa(env: Record<string, string> = {}): Promise<AgentConfig> {
+  ca = await FakeCa.start({ token: "tok", spiffeId: "spiffe://cluster.local/ns/default/sa/app" });
+  mkdirSync(join(root, "var/run/secrets/tokens"), { recursive: true });
+  writeFileSync(join(root, "var/run/secrets/tokens/istio-token"), "tok");
+  writeFileSync(join(root, "ca-root.pem"), ca.tls!.rootPem);
+  return config({ CA_ADDR: ca.address, CA_ROOT_CA: join(root, "ca-root.pem"), ISTIOD_SAN: "", ECC_SIGNATURE_ALGORITHM: "ECDSA", ...env });
+}
+
+function fetch(socket: string, names: string[]) {
+  const c = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
+  return new Promise<ReturnType<typeof codec.decodeResponse>>((resolve, reject) =>
+    c.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, (b: Buffer) => b, (b: Buffer) => b, codec.encodeRequest({ resourceNames: names }), (e, b) => {
+      c.close();
+      e ? reject(e) : resolve(codec.decodeResponse(b!));
+    }),
+  );
+}
+
+function start(cfg: AgentConfig, clock?: FakeClock) {
+  const log = memoryLogger();
+  const readiness = new Readiness();
+  abort = new AbortController();
+  mgr = createSecretManager(cfg, { log: log.log, registry: newRegistry(), readiness, ...(clock ? { clock, random: () => 0.5 } : {}) });
+  return { log, readiness, mgr, started: mgr.start(abort.signal) };
+}
+
+describe("createSecretManager", () => {
+  test("warms default and ROOTCA, serves SDS on the workload socket, writes OUTPUT_CERTS 0600", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const cfg = await withCa({ OUTPUT_CERTS: "./out" });
+    const { readiness, started, log } = start(cfg);
+    expect(readiness.describe()).toContain(WARMED_BLOCKER);
+    await started;
+    await until(() => readiness.isReady(), "certificate warmed");
+    expect(log.lines.some((l) => l.includes("certificates warmed"))).toBe(true);
+    const socket = join(root, "var/run/secrets/workload-spiffe-uds/socket");
+    expect(statSync(socket).isSocket()).toBe(true);
+    const res = await fetch(socket, ["default", "ROOTCA"]);
+    expect(res.resources.map((r) => r.name)).toEqual(["default", "ROOTCA"]);
+    expect(ca!.requests.length).toBe(1);
+    await until(() => existsSync(join(root, "out/root-cert.pem")), "output files");
+    expect(statSync(join(root, "out/key.pem")).mode & 0o777).toBe(0o600);
+    expect(verifyChain(readFileSync(join(root, "out/cert-chain.pem"), "utf8"), readFileSync(join(root, "out/root-cert.pem"), "utf8")).ok).toBe(true);
+  });
+
+  test("warm-up failure is named in readiness, retried with backoff, then recovers", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const cfg = await withCa();
+    ca!.mode = "reject-token";
+    const clock = new FakeClock(Date.now());
+    const { readiness, started } = start(cfg, clock);
+    await started;
+    await until(() => readiness.describe().includes("rejected the token"), "warm failure in readiness");
+    expect(readiness.isReady()).toBe(false);
+    ca!.mode = "ok";
+    clock.advance(1000);
+    await until(() => readiness.isReady(), "recovered");
+  });
+
+  test("DISABLE_ENVOY: no SDS socket, files kept fresh; 0644 under Kubernetes", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const cfg = await withCa({ DISABLE_ENVOY: "true", OUTPUT_CERTS: join(root, "o"), KUBERNETES_SERVICE_HOST: "10.96.0.1" });
+    const { readiness, started, mgr: m } = start(cfg);
+    await started;
+    await until(() => readiness.isReady(), "warmed");
+    expect(m.server).toBeUndefined();
+    expect(existsSync(join(root, "var/run/secrets/workload-spiffe-uds/socket"))).toBe(false);
+    await until(() => existsSync(join(root, "o/cert-chain.pem")), "output");
+    expect(statSync(join(root, "o/cert-chain.pem")).mode & 0o777).toBe(0o644);
+  });
+
+  test("an external SDS server on the socket: files-only on credential-uds/files-socket, no CA", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const ext = join(root, "var/run/secrets/workload-spiffe-uds/socket");
+    mkdirSync(join(root, "var/run/secrets/workload-spiffe-uds"), { recursive: true });
+    const spire = createServer((s) => s.destroy());
+    await new Promise<void>((r) => spire.listen(ext, r));
+    const cfg = await withCa();
+    const { readiness, started, mgr: m } = start(cfg);
+    await started;
+    expect(m.mode).toEqual({ kind: "files-only", socketPath: join(root, "var/run/secrets/credential-uds/files-socket"), externalSocket: ext });
+    expect(readiness.isReady()).toBe(true);
+    expect(statSync(m.mode!.socketPath).isSocket()).toBe(true);
+    await Bun.sleep(50);
+    expect(ca!.requests.length).toBe(0);
+    spire.close();
+  });
+
+  test("a stale socket file nobody answers on is removed and replaced", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const path = join(root, "var/run/secrets/workload-spiffe-uds/socket");
+    mkdirSync(join(root, "var/run/secrets/workload-spiffe-uds"), { recursive: true });
+    writeFileSync(path, "");
+    const { started, mgr: m } = start(await withCa());
+    await started;
+    expect(m.mode?.kind).toBe("workload");
+    expect(statSync(path).isSocket()).toBe(true);
+  });
+
+  test("CA_PROVIDER=local signs in process; the chain verifies to the local root", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const { readiness, started, mgr: m } = start(config({ CA_PROVIDER: "local", ECC_SIGNATURE_ALGORITHM: "ECDSA" }));
+    await started;
+    await until(() => readiness.isReady(), "warmed");
+    const res = await fetch(m.mode!.socketPath, ["default", "ROOTCA"]);
+    const chain = (res.resources[0] as { certificateChain: string }).certificateChain;
+    const rootPem = (res.resources[1] as { trustedCa: string }).trustedCa;
+    expect(verifyChain(chain, rootPem).ok).toBe(true);
+  });
+
+  test("WORKLOAD_IDENTITY_SOCKET_FILE with a path, or a custom name without a server, is an error", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const a = start(await withCa({ WORKLOAD_IDENTITY_SOCKET_FILE: "a/b" }));
+    expect(String(await a.started.catch((e) => e))).toContain("must be a file name");
+    const b = start(config({ CA_PROVIDER: "local", WORKLOAD_IDENTITY_SOCKET_FILE: "spire.sock" }));
+    expect(String(await b.started.catch((e) => e))).toContain("WORKLOAD_IDENTITY_SOCKET_FILE=spire.sock");
+    mgr = undefined;
+  });
+});
