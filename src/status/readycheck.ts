@@ -1,0 +1,53 @@
+// `/healthz/ready`: one answer from every check the agent knows, each named. Istio stops at the
+// first failing probe and answers 503 with an empty body; we evaluate all of them and name each
+// pending one with its last error (ztunnel-style), so "why is my pod not ready" has an answer.
+
+import type { Readiness } from "../lib/readiness.ts";
+import type { EnvoyReadinessProbe } from "./envoyready.ts";
+import type { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
+
+export interface PendingCheck {
+  name: string;
+  error: string;
+}
+
+export interface ReadyResult {
+  ready: boolean;
+  pending: PendingCheck[];
+}
+
+export interface ReadyCheckDeps {
+  /** The agent's named blockers (xds connected, certificate warmed, dns table received, terminating...). */
+  readiness?: Readiness;
+  /** Absent when Envoy is disabled (DISABLE_ENVOY). */
+  envoy?: Pick<EnvoyReadinessProbe, "check">;
+  grpcBootstrap?: Pick<GrpcBootstrapProbe, "check">;
+  now?: () => number;
+}
+
+export const ENVOY_CHECK = "envoy";
+export const GRPC_BOOTSTRAP_CHECK = "grpc bootstrap";
+
+export class ReadyCheck {
+  constructor(private readonly deps: ReadyCheckDeps) {}
+
+  async check(): Promise<ReadyResult> {
+    const pending: PendingCheck[] = [];
+    const envoyErr = this.deps.envoy ? this.deps.envoy.check() : Promise.resolve(undefined);
+    const now = this.deps.now ?? Date.now;
+    for (const b of this.deps.readiness?.blockers() ?? []) {
+      pending.push({ name: b.name, error: b.lastError ?? `pending for ${((now() - b.since) / 1000).toFixed(1)}s` });
+    }
+    const e = await envoyErr;
+    if (e) pending.push({ name: ENVOY_CHECK, error: e });
+    const g = this.deps.grpcBootstrap?.check();
+    if (g) pending.push({ name: GRPC_BOOTSTRAP_CHECK, error: g });
+    return { ready: pending.length === 0, pending };
+  }
+}
+
+/** The 503 body: a count, then `name: error` per pending check. */
+export function renderNotReady(pending: PendingCheck[]): string {
+  const lines = pending.map((p) => `${p.name}: ${p.error.replace(/\s*\n\s*/g, " ")}`);
+  return `not ready: ${pending.length} pending\n${lines.join("\n")}\n`;
+}

@@ -1,0 +1,263 @@
+// The status server on :15020 (ProxyConfig.statusPort), all interfaces: what Kubernetes and
+// Prometheus talk to. Routes (Istio pilot-agent status/server.go):
+//   /healthz/ready                     readiness: 200, or 503 naming every pending check
+//   /metrics, /stats/prometheus        merged agent + Envoy + application metrics (streamed)
+//   /app-health/<c>/{livez,readyz,startupz}, /app-lifecycle/<c>/{prestopz,poststartz}   app probes
+//   POST /quitquitquit, POST /drain    loopback only
+//   /debug/ndsz                        loopback only; the DNS proxy's name table
+//   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: memz
+//                                      reports process memory and JavaScript heap statistics)
+
+import type { Server } from "bun";
+import type { Registry } from "prom-client";
+import type { Component } from "../lib/component.ts";
+import type { HealthReporter, LifecycleControl } from "../lib/interfaces.ts";
+import type { Logger } from "../lib/log.ts";
+import { gauge } from "../lib/metrics.ts";
+import type { Readiness } from "../lib/readiness.ts";
+import { AppProbeHandler } from "./apphandler.ts";
+import { parseAppProbers } from "./appprobers.ts";
+import { EnvoyReadinessProbe, type HttpGetText } from "./envoyready.ts";
+import { StatusError, errorMessage } from "./errors.ts";
+import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
+import { maybeGzip } from "./gzip.ts";
+import { type HealthCheckConfig, WorkloadHealthChecker } from "./healthcheck.ts";
+import { isLoopback } from "./loopback.ts";
+import { MetricsMerger } from "./merge.ts";
+import { ReadyCheck, renderNotReady } from "./readycheck.ts";
+import { parseScrapeConfig } from "./scrapeconfig.ts";
+
+export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
+
+export interface StatusServerOptions {
+  /** ProxyConfig.statusPort; 0 picks a free port (tests). */
+  port: number;
+  /** Default "::" (all interfaces, both families), falling back to 0.0.0.0 without IPv6. */
+  hostname?: string;
+  log: Logger;
+  registry: Registry;
+  /** The agent's named readiness blockers. */
+  readiness?: Readiness;
+  /** Envoy's admin and Prometheus ports; absent when Envoy is disabled (DISABLE_ENVOY). */
+  envoy?: {
+    adminHost: string;
+    adminPort: number;
+    prometheusHost: string;
+    prometheusPort: number;
+    /** PILOT_AGENT_MERGE_ENVOY_STATS */
+    mergeStats: boolean;
+    get?: HttpGetText;
+  };
+  /** GRPC_XDS_BOOTSTRAP, checked for readiness when set; relative to `root`. */
+  grpcBootstrapPath?: string;
+  root?: string;
+  /** ISTIO_KUBE_APP_PROBERS (raw JSON). */
+  appProbers?: string;
+  /** INSTANCE_IP, or localhost with REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION. */
+  probeDestination: string;
+  /** 127.0.0.6 / ::6; undefined binds no source address. */
+  probeSourceAddress?: string;
+  /** ENABLE_PROBE_KEEPALIVE_CONNECTIONS */
+  probeKeepAlive?: boolean;
+  /** ISTIO_PROMETHEUS_ANNOTATIONS (sidecars only; undefined = no application metrics). */
+  prometheusAnnotations?: string;
+  appMetricsHost?: string;
+  /** METRICS_LOCALHOST_ACCESS_ONLY */
+  metricsLocalhostOnly?: boolean;
+  lifecycle?: LifecycleControl;
+  /** The DNS proxy's name table (protoJSON-ready object), undefined when there is none. */
+  ndsz?: () => unknown;
+  /** --profiling */
+  profiling?: boolean;
+  /** VM / WorkloadEntry health checking from ProxyConfig.readinessProbe. */
+  workloadHealth?: { config: HealthCheckConfig; reporter: HealthReporter; localHosts?: string[]; sleep?: (ms: number, signal: AbortSignal) => Promise<boolean> };
+  /** The agent's shutdown signal: once aborted, readiness answers `server is terminated`. */
+  shutdown?: AbortSignal;
+  now?: () => number;
+  /** When the process started (for istio_agent_startup_duration_seconds). */
+  processStartMs?: number;
+}
+
+export class StatusServer implements Component {
+  readonly name = "status";
+  private server?: Server<undefined>;
+  private readonly log: Logger;
+  private readonly envoyReady?: EnvoyReadinessProbe;
+  private readonly readyCheck: ReadyCheck;
+  private readonly apps: AppProbeHandler;
+  private readonly merger: MetricsMerger;
+  private readonly health?: WorkloadHealthChecker;
+  private readonly startup;
+  private healthRun?: Promise<void>;
+  private lastReady?: string;
+  private everReady = false;
+  private done = Promise.resolve();
+
+  constructor(private readonly opts: StatusServerOptions) {
+    this.log = opts.log;
+    const now = opts.now ?? Date.now;
+    if (opts.envoy) {
+      this.envoyReady = new EnvoyReadinessProbe({ adminHost: opts.envoy.adminHost, adminPort: opts.envoy.adminPort, shutdown: opts.shutdown, get: opts.envoy.get });
+    }
+    const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
+    this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc, now });
+    this.apps = new AppProbeHandler({
+      probers: parseAppProbers(opts.appProbers ?? ""),
+      destination: opts.probeDestination,
+      sourceAddress: opts.probeSourceAddress,
+      statusPort: () => this.port(),
+      keepAlive: opts.probeKeepAlive,
+      log: opts.log.child("probes"),
+    });
+    this.merger = new MetricsMerger({
+      registry: opts.registry,
+      log: opts.log,
+      envoy: opts.envoy?.mergeStats ? { host: opts.envoy.prometheusHost, port: opts.envoy.prometheusPort } : undefined,
+      app: parseScrapeConfig(opts.prometheusAnnotations, opts.port),
+      appHost: opts.appMetricsHost,
+    });
+    this.startup = gauge(opts.registry, "istio_agent_startup_duration_seconds", "The time from the process starting to being marked ready.");
+    if (opts.workloadHealth) {
+      this.health = new WorkloadHealthChecker({
+        ...opts.workloadHealth,
+        log: opts.log.child("healthcheck"),
+        envoy: this.envoyReady,
+        sourceAddress: opts.probeSourceAddress,
+      });
+    }
+  }
+
+  port(): number {
+    return this.server?.port ?? 0;
+  }
+
+  /** The bound address, e.g. `{ hostname: "::", port: 15020 }`. */
+  address(): { hostname: string; port: number } {
+    return { hostname: this.server?.hostname ?? "", port: this.port() };
+  }
+
+  /** Envoy was restarted: its cached readiness no longer holds. */
+  resetEnvoyReadiness(): void {
+    this.envoyReady?.reset();
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    this.apps.reportConfigProblems();
+    const serve = (hostname: string) =>
+      Bun.serve({
+        port: this.opts.port,
+        hostname,
+        idleTimeout: 120,
+        fetch: (req, server) => this.handle(req, server.requestIP(req)?.address),
+        error: (e) => {
+          this.log.error(`status server: ${errorMessage(e)}`);
+          return new Response("internal error\n", { status: 500 });
+        },
+      });
+    const hostname = this.opts.hostname ?? "::";
+    try {
+      this.server = serve(hostname);
+    } catch (e) {
+      if (this.opts.hostname !== undefined || /EADDRINUSE|in use/i.test(errorMessage(e))) {
+        throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server");
+      }
+      try {
+        this.server = serve("0.0.0.0");
+      } catch (e2) {
+        throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server");
+      }
+    }
+    this.log.info(`Opening status port ${this.port()}`);
+    if (this.health) this.healthRun = this.health.run(signal).catch((e) => this.log.error(`health check stopped: ${errorMessage(e)}`));
+    let resolveDone!: () => void;
+    this.done = new Promise((r) => (resolveDone = r));
+    const stop = async () => {
+      await this.server?.stop(true);
+      this.apps.close();
+      await this.healthRun;
+      this.log.info("Status server has successfully terminated");
+      resolveDone();
+    };
+    if (signal.aborted) void stop();
+    else signal.addEventListener("abort", () => void stop(), { once: true });
+  }
+
+  stopped(): Promise<void> {
+    return this.done;
+  }
+
+  /** Route one request; `remote` is the client's address (injectable for tests). */
+  async handle(req: Request, remote: string | undefined): Promise<Response> {
+    const path = new URL(req.url).pathname;
+    try {
+      if (path === "/healthz/ready") return await this.ready();
+      if (path === "/metrics" || path === "/stats/prometheus") {
+        if (this.opts.metricsLocalhostOnly && !isLoopback(remote)) return text(403, LOCALHOST_ONLY);
+        return maybeGzip(req, await this.merger.handle(req));
+      }
+      if (path === "/quitquitquit" || path === "/drain") return await this.lifecycle(path, req, remote);
+      if (path.startsWith("/app-health/") || path.startsWith("/app-lifecycle/")) return await this.apps.handle(path, req);
+      if (path === "/debug/ndsz") return this.ndsz(req, remote);
+      if (this.opts.profiling && (path === "/debug/memz" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
+      return text(404, "404 page not found");
+    } catch (e) {
+      this.log.error(`${req.method} ${path}: ${errorMessage(e)}`);
+      return text(500, `${errorMessage(e)}`);
+    }
+  }
+
+  private async ready(): Promise<Response> {
+    const r = await this.readyCheck.check();
+    if (r.ready) {
+      if (!this.everReady) {
+        this.everReady = true;
+        const start = this.opts.processStartMs ?? performance.timeOrigin;
+        this.startup.set(((this.opts.now ?? Date.now)() - start) / 1000);
+      }
+      if (this.lastReady !== "") this.log.info("Envoy proxy is ready");
+      this.lastReady = "";
+      return new Response("", { status: 200 });
+    }
+    const body = renderNotReady(r.pending);
+    if (body !== this.lastReady) this.log.warn(`Envoy proxy is NOT ready: ${r.pending.map((p) => `${p.name}: ${p.error}`).join("; ")}`);
+    this.lastReady = body;
+    return text(503, body);
+  }
+
+  private async lifecycle(path: string, req: Request, remote: string | undefined): Promise<Response> {
+    if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
+    if (req.method !== "POST") return text(405, "Method Not Allowed");
+    const lc = this.opts.lifecycle;
+    if (!lc) return text(503, `${path} is not available: no Envoy lifecycle control in this agent`);
+    if (path === "/quitquitquit") {
+      this.log.info("handling /quitquitquit, notifying the agent to exit");
+      setTimeout(() => lc.quit(), 0); // after the 200 is on its way
+    } else {
+      this.log.info("handling /drain, starting drain");
+      lc.drain().catch((e) => this.log.error(`/drain failed: ${errorMessage(e)}`));
+    }
+    return text(200, "OK");
+  }
+
+  private ndsz(req: Request, remote: string | undefined): Response {
+    if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
+    const table = this.opts.ndsz?.();
+    if (table === undefined || table === null) return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });
+    return maybeGzip(req, new Response(JSON.stringify(table, null, 2), { headers: { "content-type": "application/json" } }));
+  }
+
+  private async debug(path: string, req: Request, remote: string | undefined): Promise<Response> {
+    if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
+    if (path !== "/debug/memz") {
+      return text(404, "Go pprof profiles do not exist in this agent (it runs on Bun). /debug/memz reports process memory and JavaScript heap statistics.\n");
+    }
+    const { heapStats } = await import("bun:jsc");
+    const h = heapStats();
+    const body = { memory: process.memoryUsage(), heap: { heapSize: h.heapSize, heapCapacity: h.heapCapacity, extraMemorySize: h.extraMemorySize, objectCount: h.objectCount, objectTypeCounts: h.objectTypeCounts } };
+    return maybeGzip(req, new Response(JSON.stringify(body, null, 2), { headers: { "content-type": "application/json" } }));
+  }
+}
+
+function text(status: number, body: string): Response {
+  return new Response(body, { status, headers: { "content-type": "text/plain; charset=utf-8" } });
+}
