@@ -125,6 +125,8 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
     sources.statusPort = `annotation ${ANNOTATION_STATUS_PORT}`;
   }
 
+  canonicalise(proxyConfig);
+
   const node = buildNodeIdentity({
     type,
     instanceIp: env.INSTANCE_IP,
@@ -154,6 +156,20 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
     warnings,
     notes,
   };
+}
+
+/**
+ * Protobuf JSON leaves out unset fields: drop nulls, empty strings, zero plain scalars and empty
+ * maps, so node metadata PROXY_CONFIG reads as istiod expects. Wrapper-typed fields (concurrency,
+ * holdApplicationUntilProxyStarts) keep an explicit zero/false.
+ */
+function canonicalise(pc: Record<string, unknown>): void {
+  const wrappers = new Set(["concurrency", "holdApplicationUntilProxyStarts"]);
+  for (const [k, v] of Object.entries(pc)) {
+    const emptyMap = v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0 && (k === "proxyMetadata" || k === "runtimeValues");
+    const zero = !wrappers.has(k) && (v === "" || v === 0 || v === false);
+    if (v === null || v === undefined || emptyMap || zero || (Array.isArray(v) && v.length === 0)) delete pc[k];
+  }
 }
 
 function readOrFail(inputs: LoadInputs, path: string, what: string): string | undefined {

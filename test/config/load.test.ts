@@ -117,7 +117,7 @@ describe("after layering", () => {
   test("a non-integer status port annotation disables the status server with a warning", () => {
     const files = { [ANNOS]: annotationsFile({ "status.sidecar.istio.io/port": "abc" }) };
     const r = loadAgentConfig(inputs({ files }));
-    expect(r.config.proxyConfig.statusPort).toBe(0);
+    expect(r.config.proxyConfig.statusPort ?? 0).toBe(0); // 0 = off; protobuf JSON leaves zero out
     expect(r.warnings.some((w) => w.startsWith("Invalid annotation status.sidecar.istio.io/port=abc"))).toBe(true);
   });
 
