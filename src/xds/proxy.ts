@@ -1,0 +1,153 @@
+// The xDS proxy component: the downstream UDS server, one active relayed stream at a time (a new
+// Envoy stream replaces the old one), each with a fresh upstream stream, the "xds connected"
+// readiness blocker, and the HealthReporter the health prober talks to.
+
+import { join, resolve } from "node:path";
+import type { AgentConfig } from "../config/agentconfig.ts";
+import type { Component } from "../lib/component.ts";
+import type { HealthReporter, NameTableSink, TrustBundleSink } from "../lib/interfaces.ts";
+import type { Logger } from "../lib/log.ts";
+import type { Registry } from "../lib/metrics.ts";
+import { PeerAuthorizer } from "../lib/peerauth.ts";
+import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { DownstreamServer, type DownstreamCall, type DownstreamHandlers } from "./downstream.ts";
+import { internalHandlers, type InternalHandler } from "./internal.ts";
+import { xdsCodec, type AgentRequest, type XdsCodec } from "./messages.ts";
+import { xdsMetrics, type XdsMetrics } from "./metrics.ts";
+import { StreamRelay } from "./relay.ts";
+import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./types.ts";
+import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
+import { dialConfigFrom } from "./upstream-config.ts";
+
+export const READINESS_XDS = "xds connected";
+
+export interface XdsProxyOptions {
+  /** `<ConfigPath>/XDS` */
+  socketPath: string;
+  upstream: Upstream;
+  authorizer: PeerAuthorizer;
+  log: Logger;
+  registry: Registry;
+  readiness?: Readiness;
+  nameTables?: NameTableSink;
+  trustBundles?: TrustBundleSink;
+  /** Subscribe to NDS on the first Listener request (DNS proxy on). */
+  subscribeNds: boolean;
+  /** Subscribe to PCDS on the first Listener request (PROXY_CONFIG_XDS_AGENT). */
+  subscribePcds: boolean;
+  /** Largest request accepted from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE). */
+  maxRequestBytes: number;
+  maxConcurrentStreams?: number;
+}
+
+export class XdsProxy implements Component, HealthReporter {
+  readonly name = "xdsproxy";
+  readonly socketPath: string;
+  readonly metrics: XdsMetrics;
+  private readonly log: Logger;
+  private readonly codec: XdsCodec;
+  private readonly internal: Map<string, InternalHandler>;
+  private readonly initialRequests: AgentRequest[] = [];
+  private readonly blocker: Blocker | undefined;
+  private server: DownstreamServer | undefined;
+  private active: StreamRelay | undefined;
+  private lastHealth: AgentRequest | undefined;
+  private stoppedPromise: Promise<void> = Promise.resolve();
+
+  constructor(private readonly o: XdsProxyOptions) {
+    this.socketPath = o.socketPath;
+    this.log = o.log.child("xdsproxy");
+    this.metrics = xdsMetrics(o.registry);
+    this.codec = xdsCodec();
+    this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
+    if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
+    if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
+    this.blocker = o.readiness?.block(READINESS_XDS);
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    this.server = new DownstreamServer({
+      socketPath: this.o.socketPath,
+      authorizer: this.o.authorizer,
+      log: this.log,
+      maxConcurrentStreams: this.o.maxConcurrentStreams,
+      onRejected: () => this.metrics.rejectedPeers.inc(),
+      onCall: (call) => this.onCall(call),
+    });
+    await this.server.listen();
+    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`);
+    let done!: () => void;
+    this.stoppedPromise = new Promise((r) => (done = r));
+    const stop = async () => {
+      this.active?.close({ code: Code.UNAVAILABLE, message: "agent shutting down" });
+      await this.server?.close().catch(() => {});
+      done();
+    };
+    if (signal.aborted) await stop();
+    else signal.addEventListener("abort", () => void stop(), { once: true });
+  }
+
+  stopped(): Promise<void> {
+    return this.stoppedPromise;
+  }
+
+  /** HealthReporter: send istio.v1.HealthInformation upstream now (if possible) and on every reconnect. */
+  reportHealth(error: string | undefined): void {
+    this.lastHealth = { typeUrl: HEALTH_INFO_TYPE, error: error === undefined ? undefined : { code: Code.INTERNAL, message: error } };
+    this.active?.sendHealth(this.lastHealth);
+  }
+
+  private onCall(call: DownstreamCall): DownstreamHandlers {
+    if (this.active) {
+      this.log.info("new downstream stream replaces the active one");
+      this.active.close({ code: Code.CANCELLED, message: "replaced by a new stream from Envoy" });
+    }
+    this.log.info(`Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; connecting upstream ${this.o.upstream.describe}`);
+    const relay = new StreamRelay(call, {
+      codec: this.codec,
+      internal: this.internal,
+      initialRequests: this.initialRequests,
+      lastHealth: () => this.lastHealth,
+      maxRequestBytes: this.o.maxRequestBytes,
+      log: this.log,
+      metrics: this.metrics,
+      onUpstreamConnected: () => this.blocker?.clear(),
+    });
+    this.active = relay;
+    void relay.done.then(() => {
+      if (this.active === relay) this.active = undefined;
+    });
+    return relay.start(this.o.upstream);
+  }
+}
+
+export interface XdsProxyDeps {
+  log: Logger;
+  registry: Registry;
+  readiness: Readiness;
+  nameTables?: NameTableSink;
+  trustBundles?: TrustBundleSink;
+  /** The DNS proxy is on: subscribe to NDS. */
+  dnsEnabled: boolean;
+  /** Replace the istiod upstream (LOCAL_XDS_PATH, tests). */
+  upstream?: Upstream;
+}
+
+/** The composition root's factory: everything from AgentConfig. */
+export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
+  const configPath = resolve(cfg.root, cfg.proxyConfig.configPath ?? "./etc/istio/proxy");
+  return new XdsProxy({
+    socketPath: join(configPath, "XDS"),
+    upstream: deps.upstream ?? new IstiodUpstream(dialConfigFrom(cfg, nodeFiles)),
+    authorizer: new PeerAuthorizer(cfg.env.XDS_AUTHORIZED_UIDS, cfg.uid),
+    log: deps.log,
+    registry: deps.registry,
+    readiness: deps.readiness,
+    nameTables: deps.nameTables,
+    trustBundles: deps.trustBundles,
+    subscribeNds: deps.dnsEnabled,
+    subscribePcds: cfg.env.PROXY_CONFIG_XDS_AGENT,
+    maxRequestBytes: cfg.env.ISTIO_GPRC_MAXRECVMSGSIZE,
+    maxConcurrentStreams: cfg.env.ISTIO_GPRC_MAXSTREAMS,
+  });
+}

@@ -1,0 +1,279 @@
+// One relayed ADS stream: a downstream call (Envoy) joined to a fresh upstream stream (istiod).
+//
+// Requests (small) are gathered whole, their type_url read, and forwarded as the same bytes; the
+// first Listener request also triggers the agent's own subscriptions (NDS, PCDS) and the replay
+// of the last health report. Responses are cut-through: the scanner decides a message's route from
+// its first bytes, then a forwarded message's bytes go downstream as they arrive; internal types
+// are gathered, handed to their sink and ACKed/NACKed upstream; other types are dropped with a
+// log line. Each direction has its own backpressure (pause the source while the sink is full), and
+// nothing in one direction ever waits on the other, so both sides pushing hard cannot deadlock.
+
+import type { Logger } from "../lib/log.ts";
+import type { DownstreamCall, DownstreamHandlers } from "./downstream.ts";
+import { FrameError, peekResponseType, requestTypeUrl } from "./frame.ts";
+import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
+import type { InternalHandler } from "./internal.ts";
+import type { AgentRequest, XdsCodec } from "./messages.ts";
+import { terminationType, type XdsMetrics } from "./metrics.ts";
+import { Code, LISTENER_TYPE, routeOf, type GrpcStatus } from "./types.ts";
+import type { Upstream, UpstreamStream } from "./upstream.ts";
+
+export interface RelayOptions {
+  codec: XdsCodec;
+  internal: ReadonlyMap<string, InternalHandler>;
+  /** Subscriptions the agent adds on the first Listener request (NDS, PCDS). */
+  initialRequests: readonly AgentRequest[];
+  /** The last health report, replayed once initial requests went out. */
+  lastHealth(): AgentRequest | undefined;
+  maxRequestBytes: number;
+  log: Logger;
+  metrics: XdsMetrics;
+  onUpstreamConnected(): void;
+}
+
+type ResponseState = "idle" | "deciding" | "forward" | "internal" | "drop";
+
+export class StreamRelay {
+  readonly done: Promise<void>;
+  private resolveDone!: () => void;
+  private upstream!: UpstreamStream;
+  private ended = false;
+  private initialSent = false;
+  private readonly delta: boolean;
+  private readonly lastAcked = new Map<string, string>();
+
+  // request direction
+  private reqBuf: MessageBuffer | undefined;
+  private readonly reqDeframer: GrpcDeframer;
+  // response direction
+  private resState: ResponseState = "idle";
+  private resHeader = Buffer.alloc(5);
+  private resBuf: MessageBuffer | undefined;
+  private resType = "";
+  private readonly resDeframer: GrpcDeframer;
+  private downBlocked = false;
+  private upBlocked = false;
+
+  constructor(
+    private readonly down: DownstreamCall,
+    private readonly o: RelayOptions,
+  ) {
+    this.delta = down.delta;
+    this.done = new Promise((r) => (this.resolveDone = r));
+    this.reqDeframer = new GrpcDeframer({
+      onHeader: (compressed, length) => this.onRequestHeader(compressed, length),
+      onBody: (b) => this.reqBuf?.append(b),
+      onEnd: () => this.onRequestEnd(),
+    });
+    this.resDeframer = new GrpcDeframer({
+      onHeader: (compressed, length, header) => this.onResponseHeader(compressed, length, header),
+      onBody: (b) => this.onResponseBody(b),
+      onEnd: () => this.onResponseEnd(),
+    });
+  }
+
+  /** Open the upstream stream; returns the downstream handlers to attach. */
+  start(upstream: Upstream): DownstreamHandlers {
+    this.upstream = upstream.open(
+      { path: this.down.path, delta: this.delta },
+      {
+        onConnected: () => {
+          this.o.log.info(`connected to upstream XDS server: ${upstream.describe}`);
+          this.o.onUpstreamConnected();
+        },
+        onData: (chunk) => this.onUpstreamData(chunk),
+        onDrain: () => {
+          if (this.downBlocked) {
+            this.downBlocked = false;
+            this.down.resume();
+          }
+        },
+        onClose: (status, established) => this.onUpstreamClose(status, established),
+      },
+    );
+    return {
+      onData: (chunk) => this.onDownstreamData(chunk),
+      onDrain: () => {
+        if (this.upBlocked) {
+          this.upBlocked = false;
+          this.upstream.resume();
+        }
+      },
+      onClientGone: (ended) => this.onClientGone(ended),
+    };
+  }
+
+  /** Send one of the agent's own requests upstream (health reports; ACK/NACK use it too). */
+  sendAgentRequest(r: AgentRequest): void {
+    if (this.ended) return;
+    this.writeUp(grpcFrame(this.o.codec.encodeRequest(r, this.delta)));
+  }
+
+  /** Health reports go out only after the initial requests of this stream (Istio's order). */
+  sendHealth(r: AgentRequest): void {
+    if (this.initialSent) this.sendAgentRequest(r);
+  }
+
+  /** End both sides: the downstream call gets `status`, the upstream stream is cancelled. */
+  close(status: GrpcStatus): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.down.finish(status);
+    this.upstream?.close();
+    this.resolveDone();
+  }
+
+  // ---- downstream -> upstream ----
+
+  private onDownstreamData(chunk: Buffer): void {
+    if (this.ended) return;
+    this.o.metrics.bytes.inc({ direction: "upstream" }, chunk.length);
+    try {
+      this.reqDeframer.push(chunk);
+    } catch (e) {
+      this.rejectRequest(e as Error);
+    }
+  }
+
+  private onRequestHeader(compressed: boolean, length: number): void {
+    if (compressed) throw new FrameError("compressed request messages are not supported (grpc-encoding identity only)", 0);
+    if (length > this.o.maxRequestBytes) {
+      this.close({ code: Code.RESOURCE_EXHAUSTED, message: `request of ${length} bytes exceeds the limit of ${this.o.maxRequestBytes} (ISTIO_GPRC_MAXRECVMSGSIZE)` });
+      return;
+    }
+    this.reqBuf = new MessageBuffer(length);
+  }
+
+  private onRequestEnd(): void {
+    if (this.ended || !this.reqBuf) return;
+    const msg = this.reqBuf.view();
+    this.reqBuf = undefined;
+    const typeUrl = requestTypeUrl(msg, this.delta);
+    this.o.metrics.requests.inc();
+    this.writeUp(grpcFrame(msg));
+    if (typeUrl === LISTENER_TYPE && !this.initialSent) {
+      this.initialSent = true;
+      for (const r of this.o.initialRequests) this.sendAgentRequest(r);
+      const h = this.o.lastHealth();
+      if (h) this.sendAgentRequest(h);
+    }
+  }
+
+  private rejectRequest(e: Error): void {
+    const what = e instanceof FrameError ? `malformed ${this.delta ? "DeltaDiscoveryRequest" : "DiscoveryRequest"} from Envoy: ${e.message}` : e.message;
+    this.o.log.warn(what);
+    this.close({ code: Code.INVALID_ARGUMENT, message: what });
+  }
+
+  private writeUp(bytes: Uint8Array): void {
+    if (!this.upstream.write(bytes) && !this.downBlocked) {
+      this.downBlocked = true;
+      this.down.pause();
+    }
+  }
+
+  private onClientGone(ended: boolean): void {
+    if (this.ended) return;
+    const status: GrpcStatus = ended ? { code: Code.OK, message: "" } : { code: Code.CANCELLED, message: "downstream went away" };
+    this.o.metrics.envoyConnectionTerminations.inc({ type: terminationType(status) });
+    this.o.log.info(`downstream ${ended ? "closed its stream" : "went away"}, closing upstream stream`);
+    this.close(status);
+  }
+
+  // ---- upstream -> downstream ----
+
+  private onUpstreamData(chunk: Buffer): void {
+    if (this.ended) return;
+    try {
+      this.resDeframer.push(chunk);
+    } catch (e) {
+      const msg = `malformed ${this.delta ? "DeltaDiscoveryResponse" : "DiscoveryResponse"} from istiod: ${(e as Error).message}`;
+      this.o.log.error(msg);
+      this.close({ code: Code.INTERNAL, message: msg });
+    }
+  }
+
+  private onResponseHeader(compressed: boolean, length: number, header: Uint8Array): void {
+    if (compressed) throw new FrameError("compressed response message (the agent asked for identity encoding)", 0);
+    this.resHeader = Buffer.from(header);
+    this.resBuf = new MessageBuffer(length);
+    this.resState = "deciding";
+    this.o.metrics.responses.inc();
+  }
+
+  private onResponseBody(b: Uint8Array): void {
+    switch (this.resState) {
+      case "forward":
+        this.writeDown(b);
+        return;
+      case "internal":
+        this.resBuf!.append(b);
+        return;
+      case "drop":
+        return;
+      case "deciding": {
+        const buf = this.resBuf!;
+        buf.append(b);
+        const t = peekResponseType(buf.view(), buf.length, buf.total, this.delta);
+        if (t !== null) this.decide(t);
+        return;
+      }
+    }
+  }
+
+  private decide(typeUrl: string): void {
+    const buf = this.resBuf!;
+    this.resType = typeUrl;
+    const route = routeOf(typeUrl, this.o.internal);
+    this.resState = route;
+    if (route === "forward") {
+      this.writeDown(Buffer.concat([this.resHeader, buf.view()]));
+      this.resBuf = undefined;
+    } else if (route === "drop") {
+      this.o.log.error(`dropping response of type "${typeUrl}": not an Envoy type, not handled by the agent`);
+      this.resBuf = undefined;
+    }
+  }
+
+  private onResponseEnd(): void {
+    if (this.resState === "deciding") this.decide(peekResponseType(this.resBuf!.view(), this.resBuf!.length, this.resBuf!.total, this.delta) ?? "");
+    if (this.resState === "internal") this.handleInternal(this.resBuf!.view());
+    this.resState = "idle";
+    this.resBuf = undefined;
+  }
+
+  private handleInternal(msg: Buffer): void {
+    const resp = this.o.codec.decodeResponse(msg, this.delta);
+    if (resp.resources.length === 0) return; // Istio: empty internal responses need nothing
+    const typeUrl = resp.typeUrl || this.resType;
+    const handler = this.o.internal.get(this.resType)!;
+    try {
+      handler(resp.resources[0]!.value);
+      this.lastAcked.set(typeUrl, resp.versionInfo);
+      this.sendAgentRequest({ typeUrl, versionInfo: resp.versionInfo, nonce: resp.nonce });
+    } catch (e) {
+      const message = (e as Error).message;
+      this.o.log.warn(`rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`);
+      this.sendAgentRequest({ typeUrl, versionInfo: this.lastAcked.get(typeUrl) ?? "", nonce: resp.nonce, error: { code: Code.INTERNAL, message } });
+    }
+  }
+
+  private writeDown(bytes: Uint8Array): void {
+    this.o.metrics.bytes.inc({ direction: "downstream" }, bytes.length);
+    if (!this.down.write(bytes) && !this.upBlocked) {
+      this.upBlocked = true;
+      this.upstream.pause();
+    }
+  }
+
+  private onUpstreamClose(status: GrpcStatus, established: boolean): void {
+    if (this.ended) return;
+    if (!established) this.o.metrics.istiodConnectionFailures.inc();
+    else this.o.metrics.istiodConnectionTerminations.inc({ type: terminationType(status) });
+    let s = status;
+    if (this.resState !== "idle" && s.code === Code.OK) s = { code: Code.INTERNAL, message: "istiod ended the stream in the middle of a message" };
+    if (s.code === Code.OK) this.o.log.info("upstream stream ended by istiod");
+    else this.o.log.warn(`upstream ${established ? "terminated" : "connection failed"}: ${s.message} (code ${s.code})`);
+    this.close(s);
+  }
+}

@@ -1,0 +1,164 @@
+// How the agent dials istiod (reference §6): plaintext or TLS, which root CA (Istio's order), the
+// TLS server name, the client certificate, and the gRPC metadata on every upstream stream. Pure
+// functions of their inputs; file reads happen at dial time (so root CA and token changes apply
+// to the next connection) through the small `FileReader` seam.
+
+import { X509Certificate } from "node:crypto";
+import { resolve } from "node:path";
+import type { AgentConfig } from "../config/agentconfig.ts";
+import { withPrefix } from "../config/envdecl.ts";
+import { XdsError } from "./errors.ts";
+
+export const DEFAULT_ROOT_CERT = "./var/run/secrets/istio/root-cert.pem";
+export const LEGACY_ROOT_CERT = "./etc/certs/root-cert.pem";
+export const ISTIO_TOKEN_PATH = "./var/run/secrets/tokens/istio-token";
+
+export type RootChoice = { kind: "system" } | { kind: "file"; path: string };
+
+export interface RootInputs {
+  xdsRootCa: string;
+  provCert: string;
+  fileMountedCerts: boolean;
+  /** proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT (with FILE_MOUNTED_CERTS). */
+  mountedRootCert: string;
+  pilotCertProvider: string;
+  exists(path: string): boolean;
+}
+
+/** Istio's FindRootCAForXDS order. Throws XdsError when no usable root exists. */
+export function chooseXdsRoot(i: RootInputs): RootChoice {
+  if (i.xdsRootCa === "SYSTEM") return { kind: "system" };
+  if (i.xdsRootCa !== "") return { kind: "file", path: i.xdsRootCa };
+  if (i.exists(LEGACY_ROOT_CERT)) return { kind: "file", path: LEGACY_ROOT_CERT };
+  if (i.provCert !== "") return { kind: "file", path: `${i.provCert.replace(/\/+$/, "")}/root-cert.pem` };
+  if (i.fileMountedCerts) {
+    if (i.mountedRootCert === "") throw new XdsError("tls", "FILE_MOUNTED_CERTS is set but proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT is empty");
+    return { kind: "file", path: i.mountedRootCert };
+  }
+  if (i.pilotCertProvider === "none") throw new XdsError("tls", "PILOT_CERT_PROVIDER=none but the istiod connection needs a root CA (set XDS_ROOT_CA)");
+  return { kind: "file", path: DEFAULT_ROOT_CERT };
+}
+
+export function splitHostPort(addr: string): { host: string; port: number } {
+  const m = addr.match(/^\[([^\]]+)\]:(\d+)$/) ?? addr.match(/^([^:]+):(\d+)$/);
+  if (!m) throw new XdsError("config", `discoveryAddress "${addr}" is not host:port`);
+  const port = Number(m[2]);
+  if (port < 1 || port > 65535) throw new XdsError("config", `discoveryAddress "${addr}": port out of range`);
+  return { host: m[1]!, port };
+}
+
+/** The TLS server name: the discovery host (`*localhost*` means istiod's service name), or ISTIOD_SAN. */
+export function xdsServerName(host: string, istiodSan: string): string {
+  if (istiodSan !== "") return istiodSan;
+  return host.includes("localhost") ? "istiod.istio-system.svc" : host;
+}
+
+/** Plaintext when controlPlaneAuthPolicy is NONE or the address is istiod's plaintext port 15010. */
+export function usesTls(policy: string | undefined, port: number): boolean {
+  return policy !== "NONE" && port !== 15010;
+}
+
+/** gRPC metadata on every upstream stream: bearer token, ClusterID, XDS_HEADER_<K> as <K>. */
+export function upstreamMetadata(token: string | undefined, clusterId: string, xdsHeaders: Record<string, string>): Record<string, string> {
+  const md: Record<string, string> = {};
+  for (const [k, v] of Object.entries(xdsHeaders)) md[k.toLowerCase()] = v;
+  if (clusterId !== "") md["clusterid"] = clusterId;
+  if (token) md["authorization"] = `Bearer ${token}`;
+  return md;
+}
+
+export interface FileReader {
+  exists(path: string): boolean;
+  /** Contents, or undefined when the file does not exist. */
+  read(path: string): Buffer | undefined;
+}
+
+export interface TlsDialConfig {
+  root: RootChoice;
+  servername: string;
+  clientCert?: { certPath: string; keyPath: string };
+}
+
+/** Everything needed to dial istiod, resolved from the agent's config (paths relative to its root). */
+export interface UpstreamDialConfig {
+  address: string;
+  host: string;
+  port: number;
+  tls?: TlsDialConfig;
+  tokenPath: string;
+  clusterId: string;
+  xdsHeaders: Record<string, string>;
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDialConfig {
+  const abs = (p: string) => resolve(cfg.root, p);
+  const address = cfg.proxyConfig.discoveryAddress ?? "istiod.istio-system.svc:15012";
+  const { host, port } = splitHostPort(address);
+  const meta = cfg.proxyConfig.proxyMetadata ?? {};
+  let tls: TlsDialConfig | undefined;
+  if (usesTls(cfg.proxyConfig.controlPlaneAuthPolicy, port)) {
+    const root = chooseXdsRoot({
+      xdsRootCa: cfg.env.XDS_ROOT_CA,
+      provCert: cfg.env.PROV_CERT,
+      fileMountedCerts: cfg.env.FILE_MOUNTED_CERTS,
+      mountedRootCert: meta["ISTIO_META_TLS_CLIENT_ROOT_CERT"] ?? "",
+      pilotCertProvider: cfg.env.PILOT_CERT_PROVIDER,
+      exists: (p) => files.exists(abs(p)),
+    });
+    let clientCert: TlsDialConfig["clientCert"];
+    if (cfg.env.PROV_CERT !== "") clientCert = { certPath: abs(`${cfg.env.PROV_CERT}/cert-chain.pem`), keyPath: abs(`${cfg.env.PROV_CERT}/key.pem`) };
+    else if (cfg.env.FILE_MOUNTED_CERTS && meta["ISTIO_META_TLS_CLIENT_CERT_CHAIN"] && meta["ISTIO_META_TLS_CLIENT_KEY"]) {
+      clientCert = { certPath: abs(meta["ISTIO_META_TLS_CLIENT_CERT_CHAIN"]), keyPath: abs(meta["ISTIO_META_TLS_CLIENT_KEY"]) };
+    }
+    tls = { root: root.kind === "file" ? { kind: "file", path: abs(root.path) } : root, servername: xdsServerName(host, cfg.env.ISTIOD_SAN), clientCert };
+  }
+  return {
+    address,
+    host,
+    port,
+    tls,
+    tokenPath: abs(ISTIO_TOKEN_PATH),
+    clusterId: cfg.env.ISTIO_META_CLUSTER_ID,
+    xdsHeaders: withPrefix(cfg.rawEnv, "XDS_HEADER_"),
+    keepaliveMs: cfg.env.GRPC_KEEPALIVE_INTERVAL,
+    keepaliveTimeoutMs: cfg.env.GRPC_KEEPALIVE_TIMEOUT,
+    connectTimeoutMs: 5000,
+  };
+}
+
+export interface TlsMaterial {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  servername: string;
+}
+
+/** Read the TLS files for one dial. A missing root is an error; an expired client cert is skipped. */
+export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date): TlsMaterial {
+  const out: TlsMaterial = { servername: t.servername };
+  if (t.root.kind === "file") {
+    const ca = files.read(t.root.path);
+    if (!ca || ca.length === 0) throw new XdsError("tls", `root CA ${t.root.path} for the istiod connection does not exist or is empty`);
+    out.ca = ca;
+  }
+  if (t.clientCert) {
+    const cert = files.read(t.clientCert.certPath);
+    const key = files.read(t.clientCert.keyPath);
+    if (cert && key && !expired(cert, now)) {
+      out.cert = cert;
+      out.key = key;
+    }
+  }
+  return out;
+}
+
+function expired(pem: Buffer, now: Date): boolean {
+  try {
+    return new Date(new X509Certificate(pem).validTo).getTime() < now.getTime();
+  } catch {
+    return false; // let the TLS handshake report an unusable certificate
+  }
+}
