@@ -1,6 +1,6 @@
-// The agent's control-plane side: the xDS relay towards istiod (or, in local mode, towards the
-// in-process file-backed xDS server). Kept apart from agent.ts so the relay's wiring lives in one
-// place.
+// The agent's control-plane side: the xDS relay towards istiod or, in local mode
+// (LOCAL_XDS_PATH), towards the in-process file-backed xDS server. Kept apart from agent.ts so
+// the relay's wiring lives in one place.
 
 import type { AgentConfig } from "./config/agentconfig.ts";
 import type { Component } from "./lib/component.ts";
@@ -8,6 +8,7 @@ import type { HealthReporter, NameTableSink, TrustBundleSink } from "./lib/inter
 import type { LogSink } from "./lib/log.ts";
 import type { Registry } from "./lib/metrics.ts";
 import type { Readiness } from "./lib/readiness.ts";
+import { createXdsProxy } from "./xds/proxy.ts";
 
 export interface UpstreamDeps {
   sink: LogSink;
@@ -19,10 +20,20 @@ export interface UpstreamDeps {
 }
 
 export interface UpstreamSide {
+  /** Started in order by the composition root. */
   components: Component[];
-  health?: HealthReporter;
+  /** Where VM health transitions go. */
+  health: HealthReporter;
 }
 
-export function createUpstreamSide(_cfg: AgentConfig, _deps: UpstreamDeps): UpstreamSide {
-  return { components: [] };
+export function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): UpstreamSide {
+  const xds = createXdsProxy(cfg, {
+    log: deps.sink.logger("xdsproxy"),
+    registry: deps.registry,
+    readiness: deps.readiness,
+    nameTables: deps.nameTables,
+    trustBundles: deps.trustBundles,
+    dnsEnabled: deps.dnsEnabled,
+  });
+  return { components: [xds], health: xds };
 }
