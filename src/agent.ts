@@ -25,6 +25,8 @@ export interface AgentDeps {
   now?: () => number;
   /** `--log_as_json`, so Envoy's own log matches. */
   logAsJson?: boolean;
+  /** Milliseconds since the process started (for the start-up log line). */
+  uptimeMs?: () => number;
 }
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
@@ -129,7 +131,8 @@ export class Agent {
       this.finish(1);
       return;
     }
-    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+    const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
+    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */

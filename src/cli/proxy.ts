@@ -107,12 +107,13 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   }
   const { config } = loaded;
   log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime})`);
+  log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
   for (const n of loaded.notes) log.info(n);
   for (const w of loaded.warnings) log.warn(w);
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json) });
+  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000 });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {
