@@ -4,8 +4,6 @@
 // `--disable-hot-restart` for `--restart-epoch N --parent-shutdown-time-s S`.
 
 import { isIP } from "node:net";
-import { parse as parseYaml } from "yaml";
-import { EnvoyError } from "./errors.ts";
 
 export interface EnvoyArgsOptions {
   /** `-c`: the rendered envoy-rev.json, or ProxyConfig.customConfigFile as-is. */
@@ -102,49 +100,6 @@ export function envoyArgs(o: EnvoyArgsOptions): string[] {
 /** Parent shutdown time for hot restart: the drain time plus 15 s (Istio 1.x used 45 s / 60 s). */
 export function parentShutdownSeconds(drainDurationMs: number): number {
   return Math.trunc(drainDurationMs / 1000) + 15;
-}
-
-/**
- * The ISTIO_BOOTSTRAP_OVERRIDE file (YAML or JSON) as the JSON string Istio passes to
- * `--config-yaml`: `$(HOST_IP)` replaced (bracketed when IPv6, without doubling brackets the
- * user wrote), then converted like sigs.k8s.io/yaml YAMLToJSON (object keys sorted, HTML-safe
- * escapes as Go's encoding/json writes them).
- */
-export function bootstrapOverrideToJSON(text: string, hostIp: string, file = "ISTIO_BOOTSTRAP_OVERRIDE"): string {
-  let host = hostIp;
-  let body = text;
-  if (host.includes(":")) {
-    host = `[${host}]`;
-    body = body.split("[$(HOST_IP)]").join(host);
-  }
-  body = body.split("$(HOST_IP)").join(host);
-  let value: unknown;
-  try {
-    value = parseYaml(body);
-  } catch (err) {
-    throw new EnvoyError(`failed to convert ${file} to JSON: ${(err as Error).message}`, "config-yaml", { cause: err });
-  }
-  return goJSON(value ?? null);
-}
-
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === "object" && !(v instanceof Date)) {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v).sort()) out[k] = sortKeys((v as Record<string, unknown>)[k]);
-    return out;
-  }
-  return v;
-}
-
-/** JSON as Go's json.Marshal writes it: sorted keys, `<`, `>`, `&`, U+2028/9 escaped. */
-function goJSON(v: unknown): string {
-  return JSON.stringify(sortKeys(v))
-    .replace(/</g, "\\u003c")
-    .replace(/>/g, "\\u003e")
-    .replace(/&/g, "\\u0026")
-    .replace(/\u2028/g, "\\u2028")
-    .replace(/\u2029/g, "\\u2029");
 }
 
 /** Istio's FIPS cipher restriction for Envoy's google_grpc client. */

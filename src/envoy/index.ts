@@ -9,14 +9,15 @@ import { parseAnyDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Readiness } from "../lib/readiness.ts";
 import { HttpEnvoyAdmin } from "./admin.ts";
-import { bootstrapOverrideToJSON, envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLog } from "./args.ts";
+import { bootstrapOverrideToJson } from "../bootstrap/override.ts";
+import { envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLog } from "./args.ts";
 import { knownIstioListeners, resolveDrainPlan } from "./drainplan.ts";
 import { parseRestartMode } from "./restart.ts";
 import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
-export { envoyArgs, splitComponentLog, bootstrapOverrideToJSON } from "./args.ts";
+export { envoyArgs, splitComponentLog } from "./args.ts";
 export { EnvoyError } from "./errors.ts";
 
 export interface EnvoyDeps {
@@ -62,7 +63,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   if (configYaml === undefined && env.ISTIO_BOOTSTRAP_OVERRIDE !== "") {
     const file = resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE);
     try {
-      configYaml = bootstrapOverrideToJSON(readFileSync(file, "utf8"), env.HOST_IP, file);
+      configYaml = bootstrapOverrideToJson(readFileSync(file, "utf8"), env.HOST_IP, file);
     } catch (err) {
       log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
     }

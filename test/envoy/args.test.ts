@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import {
   allIPv6,
-  bootstrapOverrideToJSON,
   envoyArgs,
   envoyEnv,
   envoyRunsAsProxyUser,
@@ -10,6 +9,7 @@ import {
   splitComponentLog,
   type EnvoyArgsOptions,
 } from "../../src/envoy/args.ts";
+import { bootstrapOverrideToJson } from "../../src/bootstrap/override.ts";
 
 // Istio's pkg/envoy/proxy_test.go TestEnvoyArgs: DefaultProxyConfig (drainDuration 45s), log
 // level "trace", component level "misc:error", IPv4 node IPs, concurrency 8, bootstrap override
@@ -22,7 +22,7 @@ const istioBase: EnvoyArgsOptions = {
   proxyComponentLogLevel: "misc:error",
   skipDeprecatedLogs: false,
   enableCoreDump: false,
-  configYaml: bootstrapOverrideToJSON(`{"key": "value"}`, ""),
+  configYaml: bootstrapOverrideToJson(`{"key": "value"}`, ""),
   concurrency: 8,
 };
 
@@ -159,19 +159,19 @@ test("allIPv6 skips unparseable addresses like Istio", () => {
   expect(allIPv6(["::ffff:10.0.0.1"])).toBe(true); // Go's netip Is4 is false for mapped addresses
 });
 
-describe("bootstrapOverrideToJSON (Istio's TestReadToJSON)", () => {
+describe("bootstrapOverrideToJson (Istio's TestReadToJSON)", () => {
   const yaml = `---\n# Sample custom bootstrap in YAML\nkey: value\nip: "[$(HOST_IP)]:8126"\nip2: "$(HOST_IP):8126"\n`;
   test("IPv4 host", () => {
-    expect(bootstrapOverrideToJSON(yaml, "169.254.169.254")).toBe(`{"ip":"[169.254.169.254]:8126","ip2":"169.254.169.254:8126","key":"value"}`);
+    expect(bootstrapOverrideToJson(yaml, "169.254.169.254")).toBe(`{"ip":"[169.254.169.254]:8126","ip2":"169.254.169.254:8126","key":"value"}`);
   });
   test("IPv6 host is bracketed once", () => {
-    expect(bootstrapOverrideToJSON(yaml, "dead::beef")).toBe(`{"ip":"[dead::beef]:8126","ip2":"[dead::beef]:8126","key":"value"}`);
+    expect(bootstrapOverrideToJson(yaml, "dead::beef")).toBe(`{"ip":"[dead::beef]:8126","ip2":"[dead::beef]:8126","key":"value"}`);
   });
   test("nested keys sorted, HTML characters escaped as Go does", () => {
-    expect(bootstrapOverrideToJSON(`b: {z: 1, a: "<&>"}\na: [2, 1]`, "")).toBe(`{"a":[2,1],"b":{"a":"\\u003c\\u0026\\u003e","z":1}}`);
+    expect(bootstrapOverrideToJson(`b: {z: 1, a: "<&>"}\na: [2, 1]`, "")).toBe(`{"a":[2,1],"b":{"a":"\\u003c\\u0026\\u003e","z":1}}`);
   });
   test("invalid YAML names the file", () => {
-    expect(() => bootstrapOverrideToJSON("a: [1,\n", "", "/etc/istio/custom-bootstrap/custom_bootstrap.json")).toThrow(/custom_bootstrap\.json/);
+    expect(() => bootstrapOverrideToJson("a: [1,\n", "", "/etc/istio/custom-bootstrap/custom_bootstrap.json")).toThrow(/custom_bootstrap\.json/);
   });
 });
 
