@@ -1,6 +1,7 @@
 // The agent's control-plane side: the xDS relay towards istiod or, in local mode
-// (LOCAL_XDS_PATH), towards the in-process file-backed xDS server. Kept apart from agent.ts so
-// the relay's wiring lives in one place.
+// (LOCAL_XDS_PATH), towards the in-process file-backed xDS server, which the relay dials over
+// loopback exactly as it would dial istiod (plaintext). Kept apart from agent.ts so the relay's
+// wiring lives in one place.
 
 import type { AgentConfig } from "./config/agentconfig.ts";
 import type { Component } from "./lib/component.ts";
@@ -9,6 +10,9 @@ import type { LogSink } from "./lib/log.ts";
 import type { Registry } from "./lib/metrics.ts";
 import type { Readiness } from "./lib/readiness.ts";
 import { createXdsProxy } from "./xds/proxy.ts";
+import { IstiodUpstream, nodeFiles, type StreamMeta, type Upstream, type UpstreamHandlers, type UpstreamStream } from "./xds/upstream.ts";
+import { dialConfigFrom } from "./xds/upstream-config.ts";
+import { createLocalXds, type LocalXdsServer } from "./local/index.ts";
 
 export interface UpstreamDeps {
   sink: LogSink;
@@ -20,13 +24,14 @@ export interface UpstreamDeps {
 }
 
 export interface UpstreamSide {
-  /** Started in order by the composition root. */
+  /** Started in order by the composition root (the local server, if any, before the relay). */
   components: Component[];
   /** Where VM health transitions go. */
   health: HealthReporter;
 }
 
 export function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): UpstreamSide {
+  const local = createLocalXds(cfg, { log: deps.sink.logger("localxds"), registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0" });
   const xds = createXdsProxy(cfg, {
     log: deps.sink.logger("xdsproxy"),
     registry: deps.registry,
@@ -34,6 +39,28 @@ export function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): Upstre
     nameTables: deps.nameTables,
     trustBundles: deps.trustBundles,
     dnsEnabled: deps.dnsEnabled,
+    ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
   });
-  return { components: [xds], health: xds };
+  return { components: local ? [local, xds] : [xds], health: xds };
+}
+
+/** Dials the local server once it is listening (its port is known only after start). */
+class LocalUpstream implements Upstream {
+  private inner: IstiodUpstream | undefined;
+  constructor(
+    private readonly cfg: AgentConfig,
+    private readonly server: LocalXdsServer,
+  ) {}
+
+  get describe(): string {
+    return `local xDS server (LOCAL_XDS_PATH=${this.cfg.env.LOCAL_XDS_PATH})`;
+  }
+
+  open(meta: StreamMeta, handlers: UpstreamHandlers): UpstreamStream {
+    if (!this.inner) {
+      const proxyConfig = { ...this.cfg.proxyConfig, discoveryAddress: this.server.address(), controlPlaneAuthPolicy: "NONE" };
+      this.inner = new IstiodUpstream(dialConfigFrom({ ...this.cfg, proxyConfig }, nodeFiles));
+    }
+    return this.inner.open(meta, handlers);
+  }
 }

@@ -30,6 +30,7 @@ export const PROXY_FLAGS: FlagSpec[] = [
   { name: "templateFile", type: "string", default: "", usage: "Go template bootstrap config" },
   { name: "outlierLogPath", type: "string", default: "", usage: "The log path for outlier detection" },
   { name: "profiling", type: "bool", default: true, usage: "Enable profiling via web interface host:port/debug/pprof/." },
+  { name: "localXdsPath", type: "string", default: "", usage: "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod (local mode)", env: "LOCAL_XDS_PATH" },
 ];
 
 export function proxyHelp(): string {
@@ -88,7 +89,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     loaded = loadAgentConfig({
       type: parsed.positionals[0] ?? "sidecar",
       flags,
-      env: io.env,
+      env: flags.localXdsPath ? { ...io.env, LOCAL_XDS_PATH: flags.localXdsPath } : io.env,
       readFile: (p) => {
         const abs = resolve(root, p);
         if (!existsSync(abs)) return undefined;

@@ -25,6 +25,8 @@ export interface ProxyFlags {
   templateFile: string;
   outlierLogPath: string;
   profiling: boolean;
+  /** Beyond Istio: LOCAL_XDS_PATH as a flag. */
+  localXdsPath: string;
 }
 
 export interface NodeIdentity {

@@ -4,6 +4,7 @@ import type { AgentConfig } from "../../src/config/agentconfig.ts";
 import { readAll } from "../../src/config/envdecl.ts";
 import { PROXY_ENV } from "../../src/config/env.ts";
 import { defaultProxyConfig } from "../../src/config/proxyconfig.ts";
+import { DEFAULT_FLAGS } from "../config/support.ts";
 
 export function typicalPodEnv(extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -36,19 +37,7 @@ export function typicalAgentConfig(root: string, extraEnv: Record<string, string
     proxyConfigSources: {},
     env,
     rawEnv,
-    flags: {
-      domain: "bookinfo.svc.cluster.local",
-      meshConfig: "./etc/istio/config/mesh",
-      stsPort: 0,
-      tokenManagerPlugin: "",
-      serviceCluster: "istio-proxy",
-      proxyLogLevel: "warning",
-      proxyComponentLogLevel: "misc:error",
-      concurrency: 0,
-      templateFile: "",
-      outlierLogPath: "",
-      profiling: true,
-    },
+    flags: { ...DEFAULT_FLAGS, domain: "bookinfo.svc.cluster.local", proxyComponentLogLevel: "misc:error" },
     node: {
       type: "sidecar",
       ips: ["10.44.0.17"],

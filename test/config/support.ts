@@ -14,6 +14,7 @@ export const DEFAULT_FLAGS: ProxyFlags = {
   templateFile: "",
   outlierLogPath: "",
   profiling: true,
+  localXdsPath: "",
 };
 
 function parseDownward(text: string): Record<string, string> {

@@ -10,6 +10,7 @@ import { memoryLogger } from "../../src/lib/log.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { createEnvoySupervisor, envoyArgs, envoyOptionsFromConfig } from "../../src/envoy/index.ts";
 import { HttpEnvoyAdmin } from "../../src/envoy/admin.ts";
+import { DEFAULT_FLAGS } from "../config/support.ts";
 
 const root = mkdtempSync(join(tmpdir(), "envoy-factory-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -21,7 +22,7 @@ function config(rawEnv: Record<string, string>, over: Partial<AgentConfig> = {},
     proxyConfigSources: {},
     env: readAll(rawEnv, PROXY_ENV).values,
     rawEnv,
-    flags: { domain: "", meshConfig: "", stsPort: 0, tokenManagerPlugin: "", serviceCluster: "istio-proxy", proxyLogLevel: "warning", proxyComponentLogLevel: "misc:error", concurrency: 0, templateFile: "", outlierLogPath: "", profiling: true },
+    flags: { ...DEFAULT_FLAGS, meshConfig: "", proxyComponentLogLevel: "misc:error" },
     node: { type: "sidecar", ips: ["10.1.2.3"], ipMode: "ipv4", id: "p.ns", domain: "ns.svc.cluster.local", nodeId: "sidecar~10.1.2.3~p.ns~ns.svc.cluster.local", podName: "p", podNamespace: "ns", serviceAccount: "sa" },
     labels: {},
     annotations: {},

@@ -1,0 +1,62 @@
+// The schemas local mode encodes with: our own minimal .proto files (proto/local-*.proto,
+// Envoy's public package names and field numbers), embedded at bundle time and parsed into one
+// protobufjs Root per caller (the server keeps its own; no module-level state).
+
+import protobuf from "protobufjs";
+import core from "../../proto/local-core.proto" with { type: "text" };
+import matcher from "../../proto/local-matcher.proto" with { type: "text" };
+import listener from "../../proto/local-listener.proto" with { type: "text" };
+import route from "../../proto/local-route.proto" with { type: "text" };
+import endpoint from "../../proto/local-endpoint.proto" with { type: "text" };
+import cluster from "../../proto/local-cluster.proto" with { type: "text" };
+import hcm from "../../proto/local-hcm.proto" with { type: "text" };
+import router from "../../proto/local-router.proto" with { type: "text" };
+import tcpProxy from "../../proto/local-tcp-proxy.proto" with { type: "text" };
+import upstreamHttp from "../../proto/local-upstream-http.proto" with { type: "text" };
+import tls from "../../proto/local-tls.proto" with { type: "text" };
+import discovery from "../../proto/local-discovery.proto" with { type: "text" };
+import rpcStatus from "../../proto/local-rpc-status.proto" with { type: "text" };
+
+export const TYPE_URL_PREFIX = "type.googleapis.com/";
+
+/** The five resource kinds a local xDS file holds, in the order a client needs them. */
+export const RESOURCE_KINDS = [
+  { key: "listeners", short: "LDS", message: "envoy.config.listener.v3.Listener", nameField: "name" },
+  { key: "routes", short: "RDS", message: "envoy.config.route.v3.RouteConfiguration", nameField: "name" },
+  { key: "clusters", short: "CDS", message: "envoy.config.cluster.v3.Cluster", nameField: "name" },
+  { key: "endpoints", short: "EDS", message: "envoy.config.endpoint.v3.ClusterLoadAssignment", nameField: "cluster_name" },
+  { key: "secrets", short: "SDS", message: "envoy.extensions.transport_sockets.tls.v3.Secret", nameField: "name" },
+] as const;
+
+export type ResourceKind = (typeof RESOURCE_KINDS)[number];
+
+export const LISTENER_TYPE = `${TYPE_URL_PREFIX}envoy.config.listener.v3.Listener`;
+export const ROUTE_TYPE = `${TYPE_URL_PREFIX}envoy.config.route.v3.RouteConfiguration`;
+export const CLUSTER_TYPE = `${TYPE_URL_PREFIX}envoy.config.cluster.v3.Cluster`;
+export const ENDPOINT_TYPE = `${TYPE_URL_PREFIX}envoy.config.endpoint.v3.ClusterLoadAssignment`;
+export const SECRET_TYPE = `${TYPE_URL_PREFIX}envoy.extensions.transport_sockets.tls.v3.Secret`;
+
+export function typeUrlOf(kind: ResourceKind): string {
+  return TYPE_URL_PREFIX + kind.message;
+}
+
+/** Short name for logs (`LDS`, `CDS`, ...), or the type URL itself for anything else. */
+export function shortType(typeUrl: string): string {
+  return RESOURCE_KINDS.find((k) => typeUrlOf(k) === typeUrl)?.short ?? typeUrl;
+}
+
+/** Types whose empty subscription means "everything" (legacy wildcard), as Envoy and gRPC use them. */
+export function isWildcardType(typeUrl: string): boolean {
+  return typeUrl === LISTENER_TYPE || typeUrl === CLUSTER_TYPE;
+}
+
+/** Parse every local-mode schema into a fresh Root. Field names keep Envoy's snake_case. */
+export function localSchema(): protobuf.Root {
+  const root = new protobuf.Root();
+  for (const f of ["any", "duration", "struct", "wrappers", "empty"]) root.addJSON(protobuf.common.get(`google/protobuf/${f}.proto`)!.nested!);
+  for (const text of [rpcStatus, core, matcher, listener, route, endpoint, cluster, hcm, router, tcpProxy, upstreamHttp, tls, discovery]) {
+    protobuf.parse(text, root, { keepCase: true });
+  }
+  root.resolveAll();
+  return root;
+}

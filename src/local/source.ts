@@ -1,0 +1,162 @@
+// The local xDS file as a live source of snapshots: loads it once (a bad file at start is an
+// error), then watches it — inotify on its directory (catches editors' rename-over and
+// Kubernetes' `..data` symlink swaps) plus a slow stat poll as a safety net — and reloads after
+// a short debounce. A file that fails to parse is rejected with one line naming the file and
+// the resource; the last good snapshot stays current. Reloads are serialised.
+
+import { watch, type FSWatcher } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
+import { basename, dirname } from "node:path";
+import type { Logger } from "../lib/log.ts";
+import { LocalXdsError } from "./errors.ts";
+import type { ProtoJson } from "./protojson.ts";
+import { shortType } from "./schema.ts";
+import { diffSnapshots, EMPTY_SNAPSHOT, type Snapshot, type TypeChange } from "./snapshot.ts";
+import { parseXdsFile } from "./xdsfile.ts";
+
+export interface XdsFileSourceOptions {
+  /** Absolute path to read. */
+  path: string;
+  /** The path as the user gave it, for messages. */
+  displayPath: string;
+  protoJson: ProtoJson;
+  log: Logger;
+  /** Quiet time after a change event before reloading (ms). */
+  debounceMs?: number;
+  /** Stat poll interval (ms); 0 disables polling. */
+  pollMs?: number;
+  /** Called after each reload attempt (metrics). */
+  onReload?: (result: "ok" | "unchanged" | "rejected") => void;
+  /** Called with each newly rejected file (not again for the same bad text). */
+  onRejected?: (error: LocalXdsError) => void;
+}
+
+export type ReloadResult =
+  | { ok: true; snapshot: Snapshot; changes: TypeChange[] }
+  | { ok: false; error: LocalXdsError };
+
+export class XdsFileSource {
+  private snapshot: Snapshot = EMPTY_SNAPSHOT;
+  private lastText?: string;
+  /** The last rejected text (undefined: unreadable) and why: the same problem is not reported again. */
+  private lastRejected?: { text?: string; error: LocalXdsError };
+  private chain: Promise<unknown> = Promise.resolve();
+  private listeners = new Set<(s: Snapshot, changes: TypeChange[]) => void>();
+
+  constructor(private readonly opts: XdsFileSourceOptions) {}
+
+  current(): Snapshot {
+    return this.snapshot;
+  }
+
+  /** Called after the first good load and after every load that changed resources. */
+  onUpdate(fn: (s: Snapshot, changes: TypeChange[]) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** Read and parse the file now; on success make it current and notify listeners. */
+  reload(): Promise<ReloadResult> {
+    const next = this.chain.then(() => this.reloadNow());
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  private async reloadNow(): Promise<ReloadResult> {
+    const { path, displayPath, log } = this.opts;
+    let text: string;
+    try {
+      text = await readFile(path, "utf8");
+    } catch (e) {
+      const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, displayPath, undefined, { cause: e });
+      if (this.lastRejected && this.lastRejected.text === undefined && this.lastRejected.error.message === error.message) return { ok: false, error };
+      this.lastRejected = { error };
+      return this.rejected(error);
+    }
+    if (text === this.lastText) {
+      this.opts.onReload?.("unchanged");
+      return { ok: true, snapshot: this.snapshot, changes: [] };
+    }
+    if (this.lastRejected && text === this.lastRejected.text) return { ok: false, error: this.lastRejected.error };
+    let snap: Snapshot;
+    try {
+      snap = parseXdsFile(displayPath, text, this.opts.protoJson);
+    } catch (e) {
+      if (!(e instanceof LocalXdsError)) throw e;
+      this.lastRejected = { text, error: e };
+      return this.rejected(e);
+    }
+    const first = this.lastText === undefined;
+    this.lastText = text;
+    this.lastRejected = undefined;
+    const changes = diffSnapshots(this.snapshot, snap);
+    this.snapshot = snap;
+    this.opts.onReload?.(changes.length || first ? "ok" : "unchanged");
+    if (changes.length || first) {
+      const what = changes.map((c) => `${shortType(c.typeUrl)} ${[...c.changed.map((n) => `~${n}`), ...c.removed.map((n) => `-${n}`)].join(" ")}`).join("; ");
+      const line = `local xDS: loaded ${displayPath} version ${snap.version}: ${what || "no resources"}`;
+      if (first) log.debug(line);
+      else log.info(line);
+      for (const fn of this.listeners) fn(snap, changes);
+    } else {
+      log.debug(`local xDS: ${displayPath} changed but its resources did not`);
+    }
+    return { ok: true, snapshot: snap, changes };
+  }
+
+  private rejected(error: LocalXdsError): ReloadResult {
+    this.opts.onReload?.("rejected");
+    const serving = this.lastText !== undefined ? `still serving version ${this.snapshot.version}` : "nothing to serve until it is fixed";
+    this.opts.log.error(`local xDS: rejected ${error.message}; ${serving}`);
+    this.opts.onRejected?.(error);
+    return { ok: false, error };
+  }
+
+  /** Watch the file until `signal` aborts. */
+  watch(signal: AbortSignal): void {
+    const { path, debounceMs = 50, pollMs = 2000, log } = this.opts;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const schedule = () => {
+      if (signal.aborted) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => void this.reload(), debounceMs);
+    };
+    const base = basename(path);
+    let watcher: FSWatcher | undefined;
+    try {
+      watcher = watch(dirname(path), (_event, filename) => {
+        if (!filename || filename === base || String(filename).startsWith("..")) schedule();
+      });
+      watcher.on("error", (e) => log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`));
+    } catch (e) {
+      log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${(e as Error).message}; polling only`);
+    }
+    let lastStat = "";
+    const poll =
+      pollMs > 0
+        ? setInterval(() => {
+            stat(path).then(
+              (s) => {
+                const key = `${s.ino}:${s.size}:${s.mtimeMs}`;
+                if (lastStat && key !== lastStat) schedule();
+                lastStat = key;
+              },
+              () => {
+                if (lastStat) schedule();
+                lastStat = "";
+              },
+            );
+          }, pollMs)
+        : undefined;
+    poll?.unref?.();
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        watcher?.close();
+      },
+      { once: true },
+    );
+  }
+}

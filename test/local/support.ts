@@ -1,0 +1,115 @@
+// Test helpers for local mode: the real Envoy protos (from @grpc/grpc-js-xds's deps, tests
+// only) to decode what the server sends, a raw ADS client over grpc-js, temp files.
+
+import * as grpc from "@grpc/grpc-js";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import protobuf from "protobufjs";
+import { ADS_SERVICE_DEFINITION } from "../../src/local/server.ts";
+
+const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
+const INCLUDE = [join(import.meta.dir, "../../node_modules/protobufjs"), `${DEPS}/envoy-api`, `${DEPS}/xds`, `${DEPS}/googleapis`, `${DEPS}/protoc-gen-validate`];
+
+export const ENVOY_FILES = [
+  "envoy/config/listener/v3/listener.proto",
+  "envoy/config/route/v3/route.proto",
+  "envoy/config/cluster/v3/cluster.proto",
+  "envoy/config/endpoint/v3/endpoint.proto",
+  "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
+  "envoy/extensions/filters/http/router/v3/router.proto",
+  "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
+  "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
+  "envoy/extensions/transport_sockets/tls/v3/tls.proto",
+  "envoy/extensions/transport_sockets/tls/v3/secret.proto",
+  "envoy/service/discovery/v3/discovery.proto",
+];
+
+/** The real Envoy API schemas (snake_case names), loaded once per call. */
+export async function envoyRoot(): Promise<protobuf.Root> {
+  const root = new protobuf.Root();
+  root.resolvePath = (origin, target) => {
+    for (const dir of INCLUDE) {
+      const p = join(dir, target);
+      if (existsSync(p)) return p;
+    }
+    return protobuf.util.path.resolve(origin, target);
+  };
+  await root.load(ENVOY_FILES, { keepCase: true });
+  root.resolveAll();
+  return root;
+}
+
+/** Decode bytes as a real Envoy message into plain JSON-ish form (enums as names, Any unpacked by us). */
+export function decodeAs(root: protobuf.Root, typeName: string, bytes: Uint8Array): Record<string, any> {
+  const t = root.lookupType(typeName);
+  return t.toObject(t.decode(bytes), { enums: String, longs: Number, defaults: false });
+}
+
+export function tempDir(prefix = "localxds-"): { dir: string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export function writeText(path: string, text: string): void {
+  writeFileSync(path, text);
+}
+
+/** A raw bidi ADS stream: write encoded requests, await decoded responses in order. */
+export class RawAds {
+  private readonly client: grpc.Client;
+  private readonly call: grpc.ClientDuplexStream<Buffer, Buffer>;
+  private readonly queue: Buffer[] = [];
+  private waiters: ((b: Buffer) => void)[] = [];
+  ended = false;
+  error?: grpc.ServiceError;
+
+  constructor(address: string, method: "StreamAggregatedResources" | "DeltaAggregatedResources") {
+    const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEFINITION, "ADS");
+    this.client = new Ctor(address, grpc.credentials.createInsecure());
+    this.call = (this.client as any)[method]();
+    this.call.on("data", (b: Buffer) => {
+      const w = this.waiters.shift();
+      if (w) w(b);
+      else this.queue.push(b);
+    });
+    this.call.on("error", (e: grpc.ServiceError) => (this.error = e));
+    this.call.on("end", () => (this.ended = true));
+  }
+
+  send(b: Uint8Array): void {
+    this.call.write(Buffer.from(b));
+  }
+
+  /** The next response, or an error after `ms`. */
+  next(ms = 5000): Promise<Buffer> {
+    const b = this.queue.shift();
+    if (b) return Promise.resolve(b);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== done);
+        reject(new Error(`no ADS response within ${ms}ms${this.error ? ` (stream error: ${this.error.message})` : ""}`));
+      }, ms);
+      const done = (x: Buffer) => {
+        clearTimeout(t);
+        resolve(x);
+      };
+      this.waiters.push(done);
+    });
+  }
+
+  /** Resolves true if nothing arrives within `ms` (used to prove the server stays quiet). */
+  async quiet(ms = 300): Promise<boolean> {
+    try {
+      await this.next(ms);
+      return false;
+    } catch {
+      return true;
+    }
+  }
+
+  close(): void {
+    this.call.end();
+    this.client.close();
+  }
+}
