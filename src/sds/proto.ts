@@ -84,7 +84,9 @@ export function sdsCodec(): SdsCodec {
     if (vc.crl?.filename) r.crlFilename = vc.crl.filename;
     return r;
   };
-  const any = (s: SecretResource) => ({ typeUrl: SECRET_TYPE_URL, value: encodeSecret(s) });
+  // protobufjs' built-in google.protobuf.Any keeps the proto field name: `type_url`, not `typeUrl`
+  // (an unknown key is silently dropped, leaving Envoy an Any with no type).
+  const any = (s: SecretResource) => ({ type_url: SECRET_TYPE_URL, value: encodeSecret(s) });
   const status = (o: Record<string, any>) => (o.errorDetail ? { code: o.errorDetail.code ?? 0, message: o.errorDetail.message ?? "" } : undefined);
 
   return {
