@@ -1,0 +1,80 @@
+// Encodes the four xDS resources that route `xds:///greeter.demo:50051` to one endpoint, with
+// Envoy's own protos from @grpc/grpc-js-xds/deps (tests only), as the fake istiod serves them.
+
+import protobuf from "protobufjs";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { AnyResource } from "../support/fake-istiod.ts";
+
+const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
+const INCLUDES = [...["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(DEPS, d)), join(import.meta.dir, "../../node_modules/protobufjs")];
+
+let cached: protobuf.Root | undefined;
+function envoyRoot(): protobuf.Root {
+  if (cached) return cached;
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? target;
+  root.loadSync(
+    [
+      "envoy/config/listener/v3/listener.proto",
+      "envoy/config/route/v3/route.proto",
+      "envoy/config/cluster/v3/cluster.proto",
+      "envoy/config/endpoint/v3/endpoint.proto",
+      "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
+      "envoy/extensions/filters/http/router/v3/router.proto",
+      "envoy/extensions/transport_sockets/tls/v3/secret.proto",
+      "envoy/service/discovery/v3/discovery.proto",
+    ],
+    { keepCase: true },
+  );
+  root.resolveAll();
+  return (cached = root);
+}
+
+export const typeUrl = (name: string) => `type.googleapis.com/${name}`;
+export const LISTENER = typeUrl("envoy.config.listener.v3.Listener");
+export const ROUTE = typeUrl("envoy.config.route.v3.RouteConfiguration");
+export const CLUSTER = typeUrl("envoy.config.cluster.v3.Cluster");
+export const ENDPOINT = typeUrl("envoy.config.endpoint.v3.ClusterLoadAssignment");
+
+function encode(name: string, obj: Record<string, unknown>): Uint8Array {
+  const t = envoyRoot().lookupType(name);
+  return t.encode(t.fromObject(obj)).finish();
+}
+
+/** Type URL -> resources: listener `greeter.demo:50051` -> route -> cluster -> 127.0.0.1:`port`. */
+export function greeterTable(port: number): Map<string, AnyResource[]> {
+  const router = encode("envoy.extensions.filters.http.router.v3.Router", {});
+  const hcm = encode("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", {
+    rds: { config_source: { ads: {} }, route_config_name: "greeter-route" },
+    http_filters: [{ name: "router", typed_config: { type_url: typeUrl("envoy.extensions.filters.http.router.v3.Router"), value: router } }],
+  });
+  const one = (url: string, type: string, obj: Record<string, unknown>): [string, AnyResource[]] => [url, [{ typeUrl: url, value: encode(type, obj) }]];
+  return new Map([
+    one(LISTENER, "envoy.config.listener.v3.Listener", {
+      name: "greeter.demo:50051",
+      api_listener: { api_listener: { type_url: typeUrl("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"), value: hcm } },
+    }),
+    one(ROUTE, "envoy.config.route.v3.RouteConfiguration", { name: "greeter-route", virtual_hosts: [{ name: "vh", domains: ["*"], routes: [{ match: { prefix: "" }, route: { cluster: "greeter-cluster" } }] }] }),
+    one(CLUSTER, "envoy.config.cluster.v3.Cluster", { name: "greeter-cluster", type: "EDS", eds_cluster_config: { eds_config: { ads: {} } }, lb_policy: "ROUND_ROBIN" }),
+    one(ENDPOINT, "envoy.config.endpoint.v3.ClusterLoadAssignment", {
+      cluster_name: "greeter-cluster",
+      endpoints: [{ locality: { region: "r1" }, load_balancing_weight: { value: 1 }, lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: port } } } }] }],
+    }),
+  ]);
+}
+
+/** A SotW DiscoveryResponse decoded with Envoy's own protos. */
+export function decodeDiscoveryResponse(bytes: Uint8Array): { typeUrl: string; resources: { typeUrl: string; value: Uint8Array }[] } {
+  const t = envoyRoot().lookupType("envoy.service.discovery.v3.DiscoveryResponse");
+  const o = t.toObject(t.decode(bytes), { defaults: true }) as { type_url: string; resources: { type_url: string; value: Uint8Array }[] };
+  return { typeUrl: o.type_url, resources: o.resources.map((r) => ({ typeUrl: r.type_url, value: r.value })) };
+}
+
+/** An envoy.extensions.transport_sockets.tls.v3.Secret: name and inline certificate chain. */
+export function decodeSecret(bytes: Uint8Array): { name: string; certificateChain: string; privateKey: string } {
+  const t = envoyRoot().lookupType("envoy.extensions.transport_sockets.tls.v3.Secret");
+  const o = t.toObject(t.decode(bytes), { defaults: true }) as { name: string; tls_certificate?: { certificate_chain?: { inline_bytes?: Uint8Array }; private_key?: { inline_bytes?: Uint8Array } } };
+  const text = (b?: Uint8Array) => Buffer.from(b ?? []).toString("utf8");
+  return { name: o.name, certificateChain: text(o.tls_certificate?.certificate_chain?.inline_bytes), privateKey: text(o.tls_certificate?.private_key?.inline_bytes) };
+}

@@ -1,0 +1,145 @@
+// A pod in a fake mesh: fake istiod (TLS, behind a TCP relay so it can be "restarted" on the same
+// address), fake CA (TLS, token-checked), fake Envoy (launcher script), and the compiled agent
+// started with the injector's env, the mesh root at ./var/run/secrets/istio/root-cert.pem and the
+// token at ./var/run/secrets/tokens/istio-token.
+
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import { FakeCa } from "../support/fake-ca.ts";
+import { FakeIstiod, makeTestPki, serve, type AnyResource, type TestPki } from "../support/fake-istiod.ts";
+import { readRecords, writeFakeEnvoyLauncher, type FakeEnvoyRecord } from "../support/fake-envoy.ts";
+import { startPod, type Pod } from "./pod.ts";
+
+export const TOKEN = "e2e-istio-token";
+export const SPIFFE = "spiffe://cluster.local/ns/demo/sa/greeter-client";
+
+/** A TCP relay on 127.0.0.1:<port> to a target that can change; `cut()` drops every connection. */
+export class Relay {
+  private readonly sockets = new Set<Socket>();
+  private server!: Server;
+  port = 0;
+  constructor(public targetPort: number) {}
+  async start(): Promise<this> {
+    this.server = createServer((down) => {
+      const up = createConnection({ host: "127.0.0.1", port: this.targetPort });
+      for (const s of [down, up]) {
+        this.sockets.add(s);
+        s.on("error", () => {});
+        s.on("close", () => (this.sockets.delete(s), down.destroy(), up.destroy()));
+      }
+      down.pipe(up).pipe(down);
+    });
+    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
+    this.port = (this.server.address() as { port: number }).port;
+    return this;
+  }
+  cut(): void {
+    for (const s of this.sockets) s.destroy();
+  }
+  close(): void {
+    this.cut();
+    this.server.close();
+  }
+}
+
+export interface Mesh {
+  pod: Pod;
+  istiod: FakeIstiod;
+  relay: Relay;
+  ca: FakeCa;
+  pki: TestPki;
+  recordFile: string;
+  records(): FakeEnvoyRecord[];
+  /** Stop istiod and start a new one (serving `table`) behind the same address. */
+  restartIstiod(table: Map<string, AnyResource[]>): Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {}): Promise<Mesh> {
+  const work = mkdtempSync(join(tmpdir(), "agent-e2e-mesh-"));
+  const pki = makeTestPki(join(work, "pki"));
+  const serveWith = (t: Map<string, AnyResource[]>) => (s: Parameters<typeof serve>[0]) => serve(s, t);
+  let istiod = new FakeIstiod({ pki });
+  istiod.onStream = serveWith(table);
+  await istiod.start();
+  const relay = await new Relay(istiod.port).start();
+  const ca = await FakeCa.start({ token: TOKEN, spiffeId: SPIFFE });
+  const launcher = writeFakeEnvoyLauncher(work);
+  const recordFile = join(work, "envoy-record.jsonl");
+  const rootBundle = readFileSync(pki.caCert, "utf8") + ca.tls!.rootPem;
+  let pod: Pod | undefined;
+  try {
+    pod = await startPod({
+      env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env },
+      proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, binaryPath: launcher, terminationDrainDuration: "1s", drainDuration: "2s", ...opts.proxyConfig },
+      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, "var/run/secrets/tokens/istio-token": TOKEN },
+    });
+  } catch (e) {
+    relay.close();
+    await istiod.stop();
+    await ca.close();
+    rmSync(work, { recursive: true, force: true });
+    throw e;
+  }
+  const mesh: Mesh = {
+    pod,
+    get istiod() {
+      return istiod;
+    },
+    relay,
+    ca,
+    pki,
+    recordFile,
+    records: () => readRecords(recordFile),
+    async restartIstiod(next) {
+      await istiod.stop();
+      relay.cut();
+      istiod = new FakeIstiod({ pki });
+      istiod.onStream = serveWith(next);
+      await istiod.start();
+      relay.targetPort = istiod.port;
+    },
+    async cleanup() {
+      pod!.kill();
+      // A fake Envoy left behind by a killed agent: stop it by its recorded pid.
+      for (const r of readRecords(recordFile)) {
+        if (r.event === "start") {
+          try {
+            process.kill(r.pid, "SIGKILL");
+          } catch {}
+        }
+      }
+      relay.close();
+      await istiod.stop();
+      await ca.close();
+      pod!.box.cleanup();
+      rmSync(work, { recursive: true, force: true });
+    },
+  };
+  return mesh;
+}
+
+const id = (b: Buffer) => b;
+const SDS = {
+  StreamSecrets: { path: "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", requestStream: true, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
+};
+
+/** Ask the agent's SDS socket for `name` once; resolves with the first response's raw bytes. */
+export function fetchSecret(socketPath: string, name: string, encodeRequest: (typeUrl: string, names: string[]) => Buffer, timeoutMs = 5000): Promise<Buffer> {
+  const Ctor = grpc.makeGenericClientConstructor(SDS as unknown as grpc.ServiceDefinition, "SDS");
+  const client = new Ctor(`unix://${socketPath}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  return new Promise<Buffer>((resolve, reject) => {
+    const call = client.StreamSecrets!({ deadline: Date.now() + timeoutMs }) as grpc.ClientDuplexStream<Buffer, Buffer>;
+    const done = (f: () => void) => {
+      f();
+      call.cancel();
+      client.close();
+    };
+    call.on("data", (b: Buffer) => done(() => resolve(b)));
+    call.on("error", (e) => done(() => reject(e)));
+    call.write(encodeRequest("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", [name]));
+  });
+}
