@@ -70,7 +70,7 @@ export async function run(): Promise<string> {
       "|---|---|",
       ...rows.map(([name, ms]) => `| ${name} | ${ms < 1 ? `${(ms * 1000).toFixed(0)} µs` : `${ms.toFixed(2)} ms`} |`),
       "",
-      "The whole `agent proxy` start-to-bootstrap-written time is part of bench/startup.ts once writeBootstrap is wired into `agent proxy`.",
+      "The whole `agent proxy` start-to-bootstrap-written time is in the start-up section (it ends after the bootstrap is written and Envoy spawned).",
       "",
     ].join("\n");
   } finally {

@@ -22,7 +22,7 @@ for (const name of modules) {
   process.stderr.write(`bench: ${name}...\n`);
   try {
     const section = await mod.run();
-    sections.push(section);
+    sections.push(section.trimEnd() + "\n");
     console.log(section);
   } catch (e) {
     const msg = `## ${name}\n\nfailed: ${(e as Error).message}\n`;

@@ -38,7 +38,12 @@ export async function run(): Promise<string> {
   const b = Bun.spawnSync([process.execPath, "build", hello, "--compile", "--minify", "--bytecode", "--outfile", helloBin]);
   if (b.exitCode !== 0) throw new Error(b.stderr.toString());
 
-  const env = { PATH: process.env.PATH ?? "", POD_NAME: "bench", POD_NAMESPACE: "default", INSTANCE_IP: "10.0.0.1", PROXY_CONFIG: "binaryPath: /bin/true\nstatusPort: 15999", DISABLE_ENVOY: "true" };
+  // A stand-in Envoy that just stays up: "Agent started" is logged once it has been spawned, after
+  // every socket (status, SDS, XDS) is listening and the bootstrap is written.
+  const envoy = join(dir, "envoy");
+  // It exits by itself soon after, so the SIGKILLed agents leave nothing behind.
+  writeFileSync(envoy, "#!/bin/sh\nexec sleep 8\n", { mode: 0o755 });
+  const env = { PATH: process.env.PATH ?? "", POD_NAME: "bench", POD_NAMESPACE: "default", INSTANCE_IP: "10.0.0.1", PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort: 15999, proxyAdminPort: 15998, terminationDrainDuration: "1s" }) };
   const agentCmd = [join(process.cwd(), agent), "proxy", "sidecar"];
   const agentMs: number[] = [];
   const helloMs: number[] = [];
@@ -69,7 +74,7 @@ export async function run(): Promise<string> {
   return [
     "## Startup (compiled binary)",
     "",
-    `\`agent proxy sidecar\` (DISABLE_ENVOY, config from PROXY_CONFIG) until the composition root logs "Agent started", vs a compiled hello-world until it prints; ${RUNS} alternating runs each.`,
+    `\`agent proxy sidecar\` (config from PROXY_CONFIG, a stand-in Envoy) from spawn until the composition root logs "Agent started" (status, SDS and XDS sockets listening, bootstrap written, Envoy spawned), vs a compiled hello-world until it prints; ${RUNS} alternating runs each.`,
     "",
     "| | agent | hello-world | ratio |",
     "|---|---|---|---|",
