@@ -3,7 +3,6 @@
 
 import protobuf from "protobufjs";
 import type { ServiceDefinition } from "@grpc/grpc-js";
-// @ts-ignore -- .proto files are imported as text by Bun (no shared module declaration yet)
 import caProtoText from "../../proto/ca.proto" with { type: "text" };
 
 export interface CertificateRequest {

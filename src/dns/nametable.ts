@@ -3,7 +3,6 @@
 // proto/nds.proto, embedded at bundle time.
 
 import protobuf from "protobufjs";
-// @ts-ignore -- .proto files are imported as text by Bun (no shared module declaration yet)
 import ndsProtoText from "../../proto/nds.proto" with { type: "text" };
 import { DnsError } from "./errors.ts";
 

@@ -1,16 +1,13 @@
 // SDS wire messages: envoy.extensions.transport_sockets.tls.v3.Secret and the discovery
-// request/response messages, from our own minimal .proto files embedded at bundle time, parsed
+// request/response messages (shared with the xDS relay), from our own minimal .proto files embedded at bundle time, parsed
 // once into this module's own protobufjs Root (independent of the xDS relay's schemas).
 
 import protobuf from "protobufjs";
-// @ts-ignore -- .proto files are imported as text by Bun (no shared module declaration yet)
 import secretProto from "../../proto/secret.proto" with { type: "text" };
-// @ts-ignore
 import coreProto from "../../proto/sds-core.proto" with { type: "text" };
-// @ts-ignore
-import statusProto from "../../proto/sds-status.proto" with { type: "text" };
-// @ts-ignore
-import sdsProto from "../../proto/sds.proto" with { type: "text" };
+import statusProto from "../../proto/xds-rpc-status.proto" with { type: "text" };
+// The same discovery schema the xDS relay uses.
+import sdsProto from "../../proto/discovery.proto" with { type: "text" };
 
 export const SECRET_TYPE_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 

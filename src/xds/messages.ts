@@ -4,11 +4,8 @@
 // here: it stays bytes (see frame.ts).
 
 import protobuf from "protobufjs";
-// @ts-ignore -- .proto files are imported as text by Bun
 import discoveryText from "../../proto/discovery.proto" with { type: "text" };
-// @ts-ignore -- .proto files are imported as text by Bun
 import anyText from "../../proto/xds-any.proto" with { type: "text" };
-// @ts-ignore -- .proto files are imported as text by Bun
 import statusText from "../../proto/xds-rpc-status.proto" with { type: "text" };
 import { FrameError, checkMessage } from "./frame.ts";
 
