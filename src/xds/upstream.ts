@@ -5,6 +5,8 @@
 // bearer token and headers as gRPC metadata, HTTP/2 keepalive pings.
 
 import http2 from "node:http2";
+import { isIP } from "node:net";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { readFileSync, existsSync } from "node:fs";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
@@ -137,7 +139,7 @@ export class IstiodUpstream implements Upstream {
           ca: m.ca,
           cert: m.cert,
           key: m.key,
-          servername: m.servername,
+          ...serverNameOptions(m.servername),
           minVersion: "TLSv1.2",
           ALPNProtocols: ["h2"],
         } as http2.SecureClientSessionOptions);
@@ -226,4 +228,14 @@ export class IstiodUpstream implements Upstream {
     const t = b?.toString("utf8").trim();
     return t ? t : undefined;
   }
+}
+
+/**
+ * TLS options naming the server istiod must prove to be. Bun refuses an IP address as the TLS
+ * server name (Node only warns), which would make every VM dialing istiod by IP fail: for an IP,
+ * send no SNI and check the certificate against that IP ourselves.
+ */
+export function serverNameOptions(servername: string): { servername?: string; checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined } {
+  if (servername && isIP(servername) !== 0) return { checkServerIdentity: (_host, cert) => checkServerIdentity(servername, cert) };
+  return servername ? { servername } : {};
 }

@@ -65,9 +65,9 @@ export interface Harness {
   stop(): Promise<void>;
 }
 
-export async function startHarness(opts: { env?: Record<string, string>; pc?: Partial<ProxyConfig>; dns?: boolean; token?: string | null; tls?: boolean; requireClientCert?: boolean } = {}): Promise<Harness> {
+export async function startHarness(opts: { env?: Record<string, string>; pc?: Partial<ProxyConfig>; dns?: boolean; token?: string | null; tls?: boolean; requireClientCert?: boolean; sans?: string[] } = {}): Promise<Harness> {
   const root = mkdtempSync(join(tmpdir(), "xds-test-"));
-  const pki = makeTestPki(join(root, "pki"));
+  const pki = makeTestPki(join(root, "pki"), opts.sans ?? []);
   const tls = opts.tls ?? true;
   const istiod = await new FakeIstiod({ pki: tls ? pki : undefined, requireClientCert: opts.requireClientCert }).start();
   mkdirSync(join(root, "var/run/secrets/istio"), { recursive: true });

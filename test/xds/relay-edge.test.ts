@@ -72,6 +72,23 @@ describe("xds proxy: upstream dialing", () => {
     expect(h.readiness.describe()).toContain("xds connected");
   });
 
+  test("an IP server name (VMs dialing istiod by IP) is verified against the certificate's IP SANs", async () => {
+    h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.1" }, sans: ["127.0.0.1"] });
+    const ok = client();
+    ok.send({ typeUrl: CDS });
+    const up = await h.istiod.nextStream();
+    await up.nextRequest();
+    await h.stop();
+
+    h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.2" }, sans: ["127.0.0.1"] });
+    const bad = client();
+    bad.send({ typeUrl: CDS });
+    const s = await bad.status;
+    expect(s.code).toBe(grpc.status.UNAVAILABLE);
+    expect(s.details).toContain("127.0.0.2");
+    expect(h.istiod.streams.length).toBe(0);
+  });
+
   test("root CA: an untrusted root fails; replacing the file applies to the next connection", async () => {
     h = await startHarness();
     const rootPath = join(h.root, "var/run/secrets/istio/root-cert.pem");
