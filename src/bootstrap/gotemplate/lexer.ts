@@ -145,21 +145,10 @@ function lexAction(input: string, start: number, toks: Token[]): { pos: number; 
         if (parens < 0) throw new LexError(`unexpected right paren`, pos);
         push("rparen", pos, ++pos);
         continue;
-      case '"': {
-        pos++;
-        for (;;) {
-          const d = input[pos];
-          if (d === "\\") {
-            pos += 2;
-            continue;
-          }
-          if (d === undefined || d === "\n") throw new LexError("unterminated quoted string", from);
-          pos++;
-          if (d === '"') break;
-        }
+      case '"':
+        pos = endOfQuoted(input, pos, '"', "unterminated quoted string");
         push("string", from, pos);
         continue;
-      }
       case "`": {
         const close = input.indexOf("`", pos + 1);
         if (close < 0) throw new LexError("unterminated raw quoted string", from);
@@ -167,21 +156,10 @@ function lexAction(input: string, start: number, toks: Token[]): { pos: number; 
         push("raw", from, pos);
         continue;
       }
-      case "'": {
-        pos++;
-        for (;;) {
-          const d = input[pos];
-          if (d === "\\") {
-            pos += 2;
-            continue;
-          }
-          if (d === undefined || d === "\n") throw new LexError("unterminated character constant", from);
-          pos++;
-          if (d === "'") break;
-        }
+      case "'":
+        pos = endOfQuoted(input, pos, "'", "unterminated character constant");
         push("char", from, pos);
         continue;
-      }
       case "$": {
         pos++;
         while (isAlnum(input[pos])) pos++;
@@ -256,4 +234,19 @@ function scanNumber(input: string, start: number): number {
   if (input[pos] === "i") pos++;
   if (isAlnum(input[pos]) || input[pos] === ".") throw new LexError(`bad number syntax: "${input.slice(start, pos + 1)}"`, start);
   return pos;
+}
+
+/** End (exclusive) of a "..." or '...' literal starting at `start`, honouring backslash escapes. */
+function endOfQuoted(input: string, start: number, quote: string, unterminated: string): number {
+  let pos = start + 1;
+  for (;;) {
+    const d = input[pos];
+    if (d === "\\") {
+      pos += 2;
+      continue;
+    }
+    if (d === undefined || d === "\n") throw new LexError(unterminated, start);
+    pos++;
+    if (d === quote) return pos;
+  }
 }
