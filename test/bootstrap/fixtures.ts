@@ -1,3 +1,4 @@
+import type { NodeMetadataInputs } from "../../src/config/metadata.ts";
 // A typical sidecar's AgentConfig (as the injector sets it up), for bootstrap tests and the benchmark.
 
 import type { AgentConfig } from "../../src/config/agentconfig.ts";
@@ -54,5 +55,33 @@ export function typicalAgentConfig(root: string, extraEnv: Record<string, string
     root,
     uid: 1337,
     version: "1.28.0-agent",
+  };
+}
+
+/** Node-metadata inputs for a plain sidecar with nothing optional set; tests override fields. */
+export function baseNodeInputs(over: Partial<NodeMetadataInputs> = {}): NodeMetadataInputs {
+  return {
+    id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local",
+    envs: [],
+    proxyConfig: {},
+    instanceIps: ["10.0.0.1"],
+    pilotSubjectAltName: [],
+    stsPort: 0,
+    credentialSocketExists: false,
+    customCredentialsFileExists: false,
+    xdsRootCert: "",
+    outlierLogPath: "",
+    envoyStatusPort: 15021,
+    envoyPrometheusPort: 15090,
+    envoySecureMetricsPort: 0,
+    envoySecureMergedMetricsPort: 0,
+    exitOnZeroActiveConnections: false,
+    metadataDiscovery: undefined,
+    envoySkipDeprecatedLogs: false,
+    workloadIdentitySocketFile: "socket",
+    istioVersion: "1.0",
+    podLabels: null,
+    podAnnotations: null,
+    ...over,
   };
 }

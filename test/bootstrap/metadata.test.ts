@@ -2,33 +2,18 @@
 
 import { describe, expect, test } from "bun:test";
 import { buildNode, buildNodeMetadata, pilotSanFor, type NodeMetadataInputs } from "../../src/config/metadata.ts";
+import { baseNodeInputs } from "./fixtures.ts";
 import { DownwardApiError, formatDownwardApi, parseDownwardApi } from "../../src/config/downward.ts";
 
 function inputs(over: Partial<NodeMetadataInputs> = {}): NodeMetadataInputs {
-  return {
-    id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local",
-    envs: [],
+  return baseNodeInputs({
     proxyConfig: { discoveryAddress: "istiod:15012" },
     instanceIps: ["10.0.0.1", "10.0.0.2", "10.0.0.1"],
     pilotSubjectAltName: ["istiod.istio-system.svc"],
-    stsPort: 0,
-    credentialSocketExists: false,
-    customCredentialsFileExists: false,
-    xdsRootCert: "",
-    outlierLogPath: "",
-    envoyStatusPort: 15021,
-    envoyPrometheusPort: 15090,
-    envoySecureMetricsPort: 0,
-    envoySecureMergedMetricsPort: 0,
-    exitOnZeroActiveConnections: false,
-    metadataDiscovery: undefined,
     envoySkipDeprecatedLogs: true,
-    workloadIdentitySocketFile: "socket",
     istioVersion: "1.2.3",
-    podLabels: null,
-    podAnnotations: null,
     ...over,
-  };
+  });
 }
 
 describe("buildNodeMetadata", () => {

@@ -7,32 +7,15 @@ import { DEFAULT_BOOTSTRAP_FLAGS, globalDownstreamMaxConnections, runtimeFlags, 
 import { statsParams, substituteValues } from "../../src/bootstrap/stats.ts";
 import { buildNode, type NodeMetadataInputs } from "../../src/config/metadata.ts";
 import type { ProxyConfig } from "../../src/config/proxyconfig.ts";
+import { baseNodeInputs } from "./fixtures.ts";
 
 function node(over: Partial<NodeMetadataInputs> = {}) {
-  return buildNode({
-    id: "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local",
-    envs: [],
-    proxyConfig: { configPath: "./etc/istio/proxy", discoveryAddress: "istiod.istio-system.svc:15012", proxyAdminPort: 15000, statusPort: 15020 },
-    instanceIps: ["10.0.0.1"],
-    pilotSubjectAltName: [],
-    stsPort: 0,
-    credentialSocketExists: false,
-    customCredentialsFileExists: false,
-    xdsRootCert: "",
-    outlierLogPath: "",
-    envoyStatusPort: 15021,
-    envoyPrometheusPort: 15090,
-    envoySecureMetricsPort: 0,
-    envoySecureMergedMetricsPort: 0,
-    exitOnZeroActiveConnections: false,
-    metadataDiscovery: undefined,
-    envoySkipDeprecatedLogs: false,
-    workloadIdentitySocketFile: "socket",
-    istioVersion: "1.0",
-    podLabels: null,
-    podAnnotations: null,
-    ...over,
-  });
+  return buildNode(
+    baseNodeInputs({
+      proxyConfig: { configPath: "./etc/istio/proxy", discoveryAddress: "istiod.istio-system.svc:15012", proxyAdminPort: 15000, statusPort: 15020 },
+      ...over,
+    }),
+  );
 }
 
 const params = (over: Partial<NodeMetadataInputs> = {}, flags = DEFAULT_BOOTSTRAP_FLAGS) =>

@@ -10,7 +10,7 @@ import { validateBootstrapConfig } from "@grpc/grpc-js-xds/build/src/xds-bootstr
 import { BootstrapError, bootstrapOverrideToJson, grpcBootstrapJson, writeBootstrap, writeGrpcBootstrap } from "../../src/bootstrap/index.ts";
 import { buildNode } from "../../src/config/metadata.ts";
 import { EnvoySchema } from "./envoy_schema.ts";
-import { typicalAgentConfig } from "./fixtures.ts";
+import { baseNodeInputs, typicalAgentConfig } from "./fixtures.ts";
 
 let tmp: string;
 let schema: EnvoySchema;
@@ -159,29 +159,17 @@ describe("gRPC proxyless bootstrap", () => {
   });
 
   test("Istio's layout: typed metadata only, UserAgentVersionType null, no providers without OUTPUT_CERTS", () => {
-    const node = buildNode({
-      id: "sidecar~127.0.0.1~pod1.fake-namespace~fake-namespace.svc.cluster.local",
-      envs: ["ISTIO_META_UNTYPED=x"],
-      proxyConfig: {},
-      instanceIps: ["127.0.0.1"],
-      pilotSubjectAltName: ["istiod.istio-system.svc"],
-      stsPort: 0,
-      credentialSocketExists: false,
-      customCredentialsFileExists: false,
-      xdsRootCert: "",
-      outlierLogPath: "",
-      envoyStatusPort: 0,
-      envoyPrometheusPort: 0,
-      envoySecureMetricsPort: 0,
-      envoySecureMergedMetricsPort: 0,
-      exitOnZeroActiveConnections: false,
-      metadataDiscovery: undefined,
-      envoySkipDeprecatedLogs: false,
-      workloadIdentitySocketFile: "socket",
-      istioVersion: "version",
-      podLabels: null,
-      podAnnotations: null,
-    });
+    const node = buildNode(
+      baseNodeInputs({
+        id: "sidecar~127.0.0.1~pod1.fake-namespace~fake-namespace.svc.cluster.local",
+        envs: ["ISTIO_META_UNTYPED=x"],
+        instanceIps: ["127.0.0.1"],
+        pilotSubjectAltName: ["istiod.istio-system.svc"],
+        envoyStatusPort: 0,
+        envoyPrometheusPort: 0,
+        istioVersion: "version",
+      }),
+    );
     const text = grpcBootstrapJson({ node, xdsUdsPath: "etc/istio/XDS", discoveryAddress: "", certDir: "" });
     const json = JSON.parse(text);
     delete json.node.metadata.PROXY_CONFIG;

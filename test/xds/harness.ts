@@ -161,3 +161,30 @@ export class EnvoyClient {
 
 export const LDS = "type.googleapis.com/envoy.config.listener.v3.Listener";
 export const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+
+/**
+ * Per-file test scope: the current harness, Envoy clients opened through `client()`, and an
+ * afterEach that closes them and stops the harness.
+ */
+export function harnessScope(afterEach: (fn: () => Promise<void>) => void): { get h(): Harness; set h(v: Harness); client(delta?: boolean): EnvoyClient } {
+  let current: Harness | undefined;
+  const clients: EnvoyClient[] = [];
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.close();
+    await current?.stop();
+    current = undefined;
+  });
+  return {
+    get h() {
+      return current!;
+    },
+    set h(v: Harness) {
+      current = v;
+    },
+    client(delta = false) {
+      const c = new EnvoyClient(current!.proxy.socketPath, delta);
+      clients.push(c);
+      return c;
+    },
+  };
+}

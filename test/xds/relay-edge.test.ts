@@ -2,29 +2,19 @@ import { afterEach, describe, expect, test } from "bun:test";
 import * as grpc from "@grpc/grpc-js";
 import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CDS, EnvoyClient, LDS, TYPES, metricValue, startHarness, type Harness } from "./harness.ts";
+import { CDS, LDS, TYPES, metricValue, startHarness, harnessScope } from "./harness.ts";
 import { makeTestPki } from "../support/fake-istiod.ts";
 import { NAME_TABLE_TYPE } from "../../src/xds/types.ts";
 
-let h: Harness | undefined;
-const clients: EnvoyClient[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.close();
-  await h?.stop();
-  h = undefined;
-});
-const client = (delta = false) => {
-  const c = new EnvoyClient(h!.proxy.socketPath, delta);
-  clients.push(c);
-  return c;
-};
+const scope = harnessScope(afterEach);
+const client = (delta = false) => scope.client(delta);
 
 describe("xds proxy: Delta", () => {
   test("delta stream: pass-through both ways, NameTable consumed and ACKed with the nonce", async () => {
-    h = await startHarness();
+    scope.h = await startHarness();
     const envoy = client(true);
     const sent = envoy.send({ typeUrl: LDS, resourceNamesSubscribe: ["*"] });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     expect(up.delta).toBe(true);
     expect((await up.nextRequest((r) => r.typeUrl === LDS)).raw.equals(sent)).toBe(true);
     await up.nextRequest((r) => r.typeUrl === NAME_TABLE_TYPE);
@@ -41,72 +31,72 @@ describe("xds proxy: Delta", () => {
 
 describe("xds proxy: upstream dialing", () => {
   test("no token file: no authorization header", async () => {
-    h = await startHarness({ token: null });
+    scope.h = await startHarness({ token: null });
     client().send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     await up.nextRequest();
     expect(up.metadata["authorization"]).toBeUndefined();
   });
 
   test("token re-read on every connect", async () => {
-    h = await startHarness();
+    scope.h = await startHarness();
     const e1 = client();
     e1.send({ typeUrl: CDS });
-    const up1 = await h.istiod.nextStream();
+    const up1 = await scope.h.istiod.nextStream();
     expect(up1.metadata["authorization"]).toBe("Bearer test-token");
-    writeFileSync(join(h.root, "var/run/secrets/tokens/istio-token"), "rotated");
+    writeFileSync(join(scope.h.root, "var/run/secrets/tokens/istio-token"), "rotated");
     client().send({ typeUrl: CDS });
-    const up2 = await h.istiod.nextStream();
+    const up2 = await scope.h.istiod.nextStream();
     expect(up2.metadata["authorization"]).toBe("Bearer rotated");
   });
 
   test("TLS server name mismatch fails the dial; Envoy gets UNAVAILABLE and the failure is counted", async () => {
-    h = await startHarness({ env: { ISTIOD_SAN: "wrong.example.com" } });
+    scope.h = await startHarness({ env: { ISTIOD_SAN: "wrong.example.com" } });
     const envoy = client();
     envoy.send({ typeUrl: CDS });
     const s = await envoy.status;
     expect(s.code).toBe(grpc.status.UNAVAILABLE);
-    expect(h.istiod.streams.length).toBe(0);
-    expect(await metricValue(h.registry, "istio_agent_istiod_connection_failures")).toBe(1);
-    expect(h.readiness.isReady()).toBe(false);
-    expect(h.readiness.describe()).toContain("xds connected");
+    expect(scope.h.istiod.streams.length).toBe(0);
+    expect(await metricValue(scope.h.registry, "istio_agent_istiod_connection_failures")).toBe(1);
+    expect(scope.h.readiness.isReady()).toBe(false);
+    expect(scope.h.readiness.describe()).toContain("xds connected");
   });
 
   test("an IP server name (VMs dialing istiod by IP) is verified against the certificate's IP SANs", async () => {
-    h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.1" }, sans: ["127.0.0.1"] });
+    scope.h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.1" }, sans: ["127.0.0.1"] });
     const ok = client();
     ok.send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     await up.nextRequest();
-    await h.stop();
+    await scope.h.stop();
 
-    h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.2" }, sans: ["127.0.0.1"] });
+    scope.h = await startHarness({ env: { ISTIOD_SAN: "127.0.0.2" }, sans: ["127.0.0.1"] });
     const bad = client();
     bad.send({ typeUrl: CDS });
     const s = await bad.status;
     expect(s.code).toBe(grpc.status.UNAVAILABLE);
     expect(s.details).toContain("127.0.0.2");
-    expect(h.istiod.streams.length).toBe(0);
+    expect(scope.h.istiod.streams.length).toBe(0);
   });
 
   test("root CA: an untrusted root fails; replacing the file applies to the next connection", async () => {
-    h = await startHarness();
-    const rootPath = join(h.root, "var/run/secrets/istio/root-cert.pem");
-    const other = makeTestPki(join(h.root, "other-pki"));
+    scope.h = await startHarness();
+    const rootPath = join(scope.h.root, "var/run/secrets/istio/root-cert.pem");
+    const other = makeTestPki(join(scope.h.root, "other-pki"));
     copyFileSync(other.caCert, rootPath);
     const e1 = client();
     e1.send({ typeUrl: CDS });
     expect((await e1.status).code).toBe(grpc.status.UNAVAILABLE);
-    copyFileSync(h.pki.caCert, rootPath);
+    copyFileSync(scope.h.pki.caCert, rootPath);
     const e2 = client();
     e2.send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     await up.nextRequest();
   });
 
   test("missing root CA file: the dial fails with a message naming the file", async () => {
-    h = await startHarness();
-    rmSync(join(h.root, "var/run/secrets/istio/root-cert.pem"));
+    scope.h = await startHarness();
+    rmSync(join(scope.h.root, "var/run/secrets/istio/root-cert.pem"));
     const e = client();
     e.send({ typeUrl: CDS });
     const s = await e.status;
@@ -115,30 +105,30 @@ describe("xds proxy: upstream dialing", () => {
   });
 
   test("client certificate from PROV_CERT is presented to an istiod that requires one", async () => {
-    h = await startHarness({ requireClientCert: true, env: { PROV_CERT: "./prov" } });
-    const prov = join(h.root, "prov");
+    scope.h = await startHarness({ requireClientCert: true, env: { PROV_CERT: "./prov" } });
+    const prov = join(scope.h.root, "prov");
     require("node:fs").mkdirSync(prov);
-    copyFileSync(h.pki.clientCert, join(prov, "cert-chain.pem"));
-    copyFileSync(h.pki.clientKey, join(prov, "key.pem"));
-    copyFileSync(h.pki.caCert, join(prov, "root-cert.pem"));
+    copyFileSync(scope.h.pki.clientCert, join(prov, "cert-chain.pem"));
+    copyFileSync(scope.h.pki.clientKey, join(prov, "key.pem"));
+    copyFileSync(scope.h.pki.caCert, join(prov, "root-cert.pem"));
     client().send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     await up.nextRequest();
   });
 
   test("plaintext with controlPlaneAuthPolicy NONE", async () => {
-    h = await startHarness({ tls: false });
+    scope.h = await startHarness({ tls: false });
     client().send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     expect((await up.nextRequest()).typeUrl).toBe(CDS);
   });
 });
 
 describe("xds proxy: load and bad input", () => {
   test("both sides pushing hard at once: no deadlock, order preserved both ways", async () => {
-    h = await startHarness({ dns: false });
+    scope.h = await startHarness({ dns: false });
     const envoy = client();
-    const up$ = h.istiod.nextStream();
+    const up$ = scope.h.istiod.nextStream();
     envoy.send({ typeUrl: CDS, versionInfo: "0" });
     const up = await up$;
     const N = 60;
@@ -157,7 +147,7 @@ describe("xds proxy: load and bad input", () => {
   }, 30000);
 
   test("a malformed request from Envoy ends the stream with INVALID_ARGUMENT", async () => {
-    h = await startHarness();
+    scope.h = await startHarness();
     const envoy = client();
     envoy.call.write(Buffer.from([0x22, 0x50, 0x41])); // field 4, length 80, 1 byte present
     const s = await envoy.status;
@@ -166,10 +156,10 @@ describe("xds proxy: load and bad input", () => {
   });
 
   test("a malformed response from istiod ends the stream with INTERNAL", async () => {
-    h = await startHarness();
+    scope.h = await startHarness();
     const envoy = client();
     envoy.send({ typeUrl: CDS });
-    const up = await h.istiod.nextStream();
+    const up = await scope.h.istiod.nextStream();
     await up.nextRequest();
     up.sendRaw(Buffer.from([0x12, 0x05, 0x0a, 0x7f, 0x41]));
     const s = await envoy.status;
@@ -179,7 +169,7 @@ describe("xds proxy: load and bad input", () => {
   });
 
   test("oversized request: RESOURCE_EXHAUSTED naming the limit", async () => {
-    h = await startHarness({ env: { ISTIO_GPRC_MAXRECVMSGSIZE: "1024" } });
+    scope.h = await startHarness({ env: { ISTIO_GPRC_MAXRECVMSGSIZE: "1024" } });
     const envoy = client();
     envoy.send({ typeUrl: CDS, resourceNames: Array.from({ length: 100 }, (_, i) => `cluster-number-${i}`) });
     const s = await envoy.status;
