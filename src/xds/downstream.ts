@@ -3,19 +3,21 @@
 // HTTP/2 byte is read; rejected peers are closed, logged with pid/uid and counted. Streams are
 // handed to the proxy as `DownstreamCall`s that carry gRPC-framed bytes and end with a status.
 
-import http2 from "node:http2";
 import net from "node:net";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import { XdsError } from "./errors.ts";
+import { H2Code } from "./h2/frames.ts";
+import type { HeaderList } from "./h2/hpack.ts";
+import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, DELTA_PATH, SOTW_PATH, type GrpcStatus } from "./types.ts";
 
 export interface DownstreamCall {
   readonly delta: boolean;
   readonly path: string;
-  /** Send gRPC-framed response bytes; false = wait for onDrain. */
+  /** Send gRPC-framed response bytes (kept by reference); false = wait for onDrain. */
   write(bytes: Uint8Array): boolean;
   pause(): void;
   resume(): void;
@@ -25,7 +27,7 @@ export interface DownstreamCall {
 }
 
 export interface DownstreamHandlers {
-  onData(chunk: Buffer): void;
+  onData(chunk: Uint8Array): void;
   onDrain(): void;
   /** The client half-closed (`ended`) or went away (reset / connection loss). */
   onClientGone(ended: boolean): void;
@@ -36,25 +38,33 @@ export function encodeGrpcMessage(m: string): string {
   return m.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
 }
 
+
+/** The trailers (or trailers-only response) carrying a gRPC status. */
+export function statusTrailers(s: GrpcStatus): HeaderList {
+  const t: HeaderList = [["grpc-status", String(s.code)]];
+  if (s.message) t.push(["grpc-message", encodeGrpcMessage(s.message)]);
+  return t;
+}
+
+const RESPONSE_HEADERS: HeaderList = [
+  [":status", "200"],
+  ["content-type", "application/grpc"],
+  ["grpc-accept-encoding", "identity"],
+];
+
 class ServerCall implements DownstreamCall {
   finished = false;
-  private trailers: http2.OutgoingHttpHeaders = { "grpc-status": "0" };
 
   constructor(
-    private readonly stream: http2.ServerHttp2Stream,
+    private readonly stream: H2Stream,
     readonly path: string,
     readonly delta: boolean,
   ) {
-    stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-accept-encoding": "identity" }, { waitForTrailers: true });
-    stream.on("wantTrailers", () => {
-      try {
-        stream.sendTrailers(this.trailers);
-      } catch {}
-    });
+    stream.respond(RESPONSE_HEADERS);
   }
 
   write(bytes: Uint8Array): boolean {
-    if (this.finished || this.stream.destroyed) return true;
+    if (this.finished || this.stream.closed) return true;
     return this.stream.write(bytes);
   }
   pause(): void {
@@ -66,17 +76,16 @@ class ServerCall implements DownstreamCall {
   finish(s: GrpcStatus): void {
     if (this.finished) return;
     this.finished = true;
-    this.trailers = { "grpc-status": String(s.code) };
-    if (s.message) this.trailers["grpc-message"] = encodeGrpcMessage(s.message);
-    if (this.stream.destroyed || this.stream.closed) return;
-    try {
-      this.stream.end();
-    } catch {}
+    if (this.stream.closed) return;
+    this.stream.end(statusTrailers(s));
     // A client that stops reading must not pin the stream forever once it is finished.
-    const t = setTimeout(() => {
-      if (!this.stream.destroyed) this.stream.close(http2.constants.NGHTTP2_CANCEL);
-    }, 10_000);
+    const t = setTimeout(() => this.stream.reset(H2Code.CANCEL), 10_000);
     t.unref?.();
+    const prev = this.stream.handlers.onClose;
+    this.stream.handlers.onClose = () => {
+      clearTimeout(t);
+      prev?.();
+    };
   }
 }
 
@@ -89,17 +98,22 @@ export interface DownstreamServerOptions {
   /** A new ADS stream; return its handlers. */
   onCall(call: DownstreamCall): DownstreamHandlers;
   maxConcurrentStreams?: number;
+  /** Server keepalive (Istio: ping after 30 s idle, 10 s to answer). */
+  keepalive?: { intervalMs: number; timeoutMs: number };
+  /** Keepalive enforcement (Istio: client pings at most every 15 s). */
+  minPingIntervalMs?: number;
+}
+
+function header(h: HeaderList, name: string): string | undefined {
+  for (const [k, v] of h) if (k === name) return v;
+  return undefined;
 }
 
 export class DownstreamServer {
-  private readonly h2: http2.Http2Server;
   private readonly net: net.Server;
-  private readonly sockets = new Set<net.Socket>();
+  private readonly sessions = new Set<H2Session>();
 
   constructor(private readonly o: DownstreamServerOptions) {
-    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: o.maxConcurrentStreams ?? 100000 } });
-    this.h2.on("stream", (stream, headers) => this.onStream(stream as http2.ServerHttp2Stream, headers));
-    this.h2.on("sessionError", () => {});
     this.net = net.createServer((sock) => this.onConnection(sock));
   }
 
@@ -118,10 +132,22 @@ export class DownstreamServer {
     chmodSync(p, 0o666);
   }
 
-  async close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((r) => this.net.close(() => r()));
-    this.h2.close();
+  /**
+   * Stop accepting; send GOAWAY on every connection and let what is queued (the last messages,
+   * the trailers) reach the clients, up to `graceMs`; then close what is left.
+   */
+  async close(graceMs = 0): Promise<void> {
+    const closing = new Promise<void>((r) => this.net.close(() => r()));
+    const gone = [...this.sessions].map(
+      (s) =>
+        new Promise<void>((r) => {
+          if (s.closed) return r();
+          s.socket.once("close", () => r());
+          s.close(graceMs);
+        }),
+    );
+    await Promise.all(gone);
+    await closing;
     rmSync(this.o.socketPath, { force: true });
   }
 
@@ -134,28 +160,32 @@ export class DownstreamServer {
       sock.destroy();
       return;
     }
-    this.sockets.add(sock);
-    sock.on("close", () => this.sockets.delete(sock));
-    this.h2.emit("connection", sock);
+    const ka = this.o.keepalive ?? { intervalMs: 30_000, timeoutMs: 10_000 };
+    const session: H2Session = new H2Session(sock, {
+      role: "server",
+      maxConcurrentStreams: this.o.maxConcurrentStreams ?? 100_000,
+      keepalive: ka.intervalMs > 0 ? ka : undefined,
+      pingPolicy: { minIntervalMs: this.o.minPingIntervalMs ?? 15_000, maxStrikes: 2 },
+      onStream: (stream, headers) => this.onStream(stream, headers),
+      onClose: (err) => {
+        this.sessions.delete(session);
+        if (err) this.o.log.debug(`downstream connection closed: ${err.message}`);
+      },
+    });
+    this.sessions.add(session);
   }
 
-  private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
-    const path = String(headers[":path"] ?? "");
-    const ct = String(headers["content-type"] ?? "");
-    stream.on("error", () => {});
-    if (!ct.startsWith("application/grpc")) {
-      stream.respond({ ":status": 415 }, { endStream: true });
+  private onStream(stream: H2Stream, headers: HeaderList): void {
+    const path = header(headers, ":path") ?? "";
+    const ct = header(headers, "content-type") ?? "";
+    if (header(headers, ":method") !== "POST" || !ct.startsWith("application/grpc")) {
+      stream.respond([[":status", ct.startsWith("application/grpc") ? "405" : "415"]], true);
       return;
     }
-    if (path !== SOTW_PATH && path !== DELTA_PATH) {
-      stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": String(Code.UNIMPLEMENTED), "grpc-message": encodeGrpcMessage(`unknown method ${path}`) }, { endStream: true });
-      return;
-    }
-    const enc = headers["grpc-encoding"];
-    if (enc !== undefined && enc !== "identity") {
-      stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": String(Code.UNIMPLEMENTED), "grpc-message": encodeGrpcMessage(`grpc-encoding ${enc} is not supported`) }, { endStream: true });
-      return;
-    }
+    const trailersOnly = (s: GrpcStatus) => stream.respond([...RESPONSE_HEADERS, ...statusTrailers(s)], true);
+    if (path !== SOTW_PATH && path !== DELTA_PATH) return trailersOnly({ code: Code.UNIMPLEMENTED, message: `unknown method ${path}` });
+    const enc = header(headers, "grpc-encoding");
+    if (enc !== undefined && enc !== "identity") return trailersOnly({ code: Code.UNIMPLEMENTED, message: `grpc-encoding ${enc} is not supported` });
     const call = new ServerCall(stream, path, path === DELTA_PATH);
     const h = this.o.onCall(call);
     let gone = false;
@@ -164,10 +194,12 @@ export class DownstreamServer {
       gone = true;
       h.onClientGone(ended);
     };
-    stream.on("data", (c: Buffer) => h.onData(c));
-    stream.on("drain", () => h.onDrain());
-    stream.on("end", () => goneOnce(true));
-    stream.on("close", () => goneOnce(false));
-    stream.on("aborted", () => goneOnce(false));
+    stream.handlers = {
+      ...stream.handlers,
+      onData: (c) => h.onData(c),
+      onDrain: () => h.onDrain(),
+      onEnd: () => goneOnce(true),
+      onReset: () => goneOnce(false),
+    };
   }
 }

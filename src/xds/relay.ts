@@ -125,7 +125,7 @@ export class StreamRelay {
 
   // ---- downstream -> upstream ----
 
-  private onDownstreamData(chunk: Buffer): void {
+  private onDownstreamData(chunk: Uint8Array): void {
     if (this.ended) return;
     this.o.metrics.bytes.inc({ direction: "upstream" }, chunk.length);
     try {
@@ -182,7 +182,7 @@ export class StreamRelay {
 
   // ---- upstream -> downstream ----
 
-  private onUpstreamData(chunk: Buffer): void {
+  private onUpstreamData(chunk: Uint8Array): void {
     if (this.ended) return;
     try {
       this.resDeframer.push(chunk);

@@ -1,13 +1,15 @@
 // The upstream side of the relay. `Upstream` is the seam: the relay only asks it to open a stream
 // and exchanges gRPC-framed bytes with it, so a later local (file-backed, LOCAL_XDS_PATH) source
-// can plug in without touching the relay. `IstiodUpstream` dials istiod with node:http2: one fresh
+// can plug in without touching the relay. `IstiodUpstream` dials istiod with our HTTP/2 session: one fresh
 // connection per downstream stream (Istio's behaviour), TLS with ALPN h2 unless plaintext,
 // bearer token and headers as gRPC metadata, HTTP/2 keepalive pings.
 
-import http2 from "node:http2";
-import { isIP } from "node:net";
-import { checkServerIdentity, type PeerCertificate } from "node:tls";
+import net, { isIP } from "node:net";
+import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { readFileSync, existsSync } from "node:fs";
+import { H2Code } from "./h2/frames.ts";
+import type { HeaderList } from "./h2/hpack.ts";
+import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 
@@ -21,7 +23,7 @@ export interface UpstreamHandlers {
   /** The upstream accepted the stream (response headers arrived). */
   onConnected(): void;
   /** gRPC-framed response bytes, in order. */
-  onData(chunk: Buffer): void;
+  onData(chunk: Uint8Array): void;
   /** A write that returned false may continue. */
   onDrain(): void;
   /** The stream ended, once. `established` = it got as far as onConnected. */
@@ -42,6 +44,11 @@ export interface Upstream {
   readonly describe: string;
   open(meta: StreamMeta, handlers: UpstreamHandlers): UpstreamStream;
 }
+
+/** Receive windows toward istiod (Istio's agent: 1 MiB per stream and per connection). */
+const STREAM_WINDOW = 1 << 20;
+const CONNECTION_WINDOW = 2 << 20;
+const MAX_FRAME = 1 << 20;
 
 export const nodeFiles: FileReader = {
   exists: (p) => existsSync(p),
@@ -85,6 +92,33 @@ export function decodeGrpcMessage(m: string | string[] | undefined): string {
   }
 }
 
+/** gRPC status for a stream that died with an HTTP/2 error code (gRPC's mapping). */
+export function resetStatus(code: number, reason: string): GrpcStatus {
+  switch (code) {
+    case H2Code.REFUSED_STREAM:
+      return { code: Code.UNAVAILABLE, message: reason };
+    case H2Code.CANCEL:
+      return { code: Code.CANCELLED, message: reason };
+    case H2Code.ENHANCE_YOUR_CALM:
+      return { code: Code.RESOURCE_EXHAUSTED, message: reason };
+    case H2Code.INADEQUATE_SECURITY:
+      return { code: 7, message: reason }; // PERMISSION_DENIED
+    default:
+      return { code: Code.UNAVAILABLE, message: reason };
+  }
+}
+
+function headerValue(h: HeaderList, name: string): string | undefined {
+  for (const [k, v] of h) if (k === name) return v;
+  return undefined;
+}
+
+/** The gRPC status carried by a trailers block (or a trailers-only response). */
+export function trailerStatus(h: HeaderList): GrpcStatus {
+  const st = headerValue(h, "grpc-status");
+  return { code: st === undefined || !/^\d+$/.test(st) ? Code.UNKNOWN : Number(st), message: decodeGrpcMessage(headerValue(h, "grpc-message")) };
+}
+
 export class IstiodUpstream implements Upstream {
   readonly describe: string;
 
@@ -97,129 +131,101 @@ export class IstiodUpstream implements Upstream {
   }
 
   open(meta: StreamMeta, h: UpstreamHandlers): UpstreamStream {
+    const c = this.cfg;
     let closed = false;
     let established = false;
     let status: GrpcStatus | undefined;
-    let lastError: string | undefined;
-    const timers: ReturnType<typeof setTimeout>[] = [];
-    let session: http2.ClientHttp2Session | undefined;
-    let stream: http2.ClientHttp2Stream | undefined;
+    let session: H2Session | undefined;
+    let stream: H2Stream | undefined;
+    let connectTimer: ReturnType<typeof setTimeout> | undefined;
 
     const finish = (s: GrpcStatus) => {
       if (closed) return;
       closed = true;
-      for (const t of timers) clearTimeout(t), clearInterval(t);
-      try {
-        if (stream && !stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-      } catch {}
-      try {
-        session?.destroy();
-      } catch {}
+      clearTimeout(connectTimer);
+      if (stream && !stream.closed) stream.reset(H2Code.CANCEL);
+      session?.close(0);
       h.onClose(s, established);
     };
-    const fail = (code: number, message: string) => finish({ code, message });
 
     try {
-      const c = this.cfg;
-      const token = this.readToken();
-      const headers: http2.OutgoingHttpHeaders = {
-        ":method": "POST",
-        ":path": meta.path,
-        "content-type": "application/grpc",
-        te: "trailers",
-        "grpc-accept-encoding": "identity",
-        "user-agent": "istio-agent-ts",
-        ...upstreamMetadata(token, c.clusterId, c.xdsHeaders),
-      };
-      const settings = { enablePush: false };
+      const headers: HeaderList = [
+        [":method", "POST"],
+        [":scheme", c.tls ? "https" : "http"],
+        [":path", meta.path],
+        [":authority", c.address],
+        ["content-type", "application/grpc"],
+        ["te", "trailers"],
+        ["grpc-accept-encoding", "identity"],
+        ["user-agent", "istio-agent-ts"],
+        ...Object.entries(upstreamMetadata(this.readToken(), c.clusterId, c.xdsHeaders)),
+      ];
+      const host = c.host.startsWith("[") ? c.host.slice(1, -1) : c.host;
+      let socket: net.Socket;
       if (c.tls) {
         const m = loadTlsMaterial(c.tls, this.files, this.now());
-        session = http2.connect(`https://${c.host.includes(":") ? `[${c.host}]` : c.host}:${c.port}`, {
-          settings,
-          ca: m.ca,
-          cert: m.cert,
-          key: m.key,
-          ...serverNameOptions(m.servername),
-          minVersion: "TLSv1.2",
-          ALPNProtocols: ["h2"],
-        } as http2.SecureClientSessionOptions);
+        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), minVersion: "TLSv1.2", ALPNProtocols: ["h2"] });
       } else {
-        session = http2.connect(`http://${c.host.includes(":") ? `[${c.host}]` : c.host}:${c.port}`, { settings });
+        socket = net.connect({ host, port: c.port });
       }
-      session.on("error", (e: Error) => {
-        lastError = e.message;
-        fail(Code.UNAVAILABLE, `connection to istiod ${c.address}: ${e.message}`);
+      socket.setNoDelay?.(true);
+      session = new H2Session(socket, {
+        role: "client",
+        streamWindow: STREAM_WINDOW,
+        connectionWindow: CONNECTION_WINDOW,
+        maxFrameSize: MAX_FRAME,
+        keepalive: c.keepaliveMs > 0 ? { intervalMs: c.keepaliveMs, timeoutMs: c.keepaliveTimeoutMs } : undefined,
+        onClose: (err) => {
+          if (!closed) finish({ code: Code.UNAVAILABLE, message: `connection to istiod ${c.address} closed${err ? `: ${err.message}` : ""}` });
+        },
       });
-      session.on("goaway", () => {
-        lastError = "istiod sent GOAWAY";
-      });
-      session.on("close", () => fail(Code.UNAVAILABLE, `connection to istiod ${c.address} closed${lastError ? `: ${lastError}` : ""}`));
-      timers.push(
-        setTimeout(() => {
-          if (!established) fail(Code.UNAVAILABLE, `connecting to istiod ${c.address}: no answer within ${c.connectTimeoutMs} ms`);
-        }, c.connectTimeoutMs),
-      );
-      if (c.keepaliveMs > 0) {
-        const ka = setInterval(() => {
-          if (closed || !session || session.destroyed) return;
-          const t = setTimeout(() => fail(Code.UNAVAILABLE, `istiod ${c.address} did not answer a keepalive ping within ${c.keepaliveTimeoutMs} ms`), c.keepaliveTimeoutMs);
-          timers.push(t);
-          try {
-            session.ping((err) => {
-              clearTimeout(t);
-              if (err && !closed) fail(Code.UNAVAILABLE, `keepalive ping to istiod ${c.address}: ${err.message}`);
-            });
-          } catch {
-            clearTimeout(t);
+      connectTimer = setTimeout(() => {
+        if (!established) finish({ code: Code.UNAVAILABLE, message: `connecting to istiod ${c.address}: no answer within ${c.connectTimeoutMs} ms` });
+      }, c.connectTimeoutMs);
+      const s = session.request(headers);
+      stream = s;
+      s.handlers = {
+        onHeaders: (hd, endStream) => {
+          if (s.headersSeen === 1) {
+            const st = Number(headerValue(hd, ":status"));
+            if (st !== 200) {
+              status = { code: httpStatusToCode(st), message: `istiod answered HTTP ${st}` };
+              return;
+            }
+            established = true; // istiod answered: whatever follows is a termination, not a dial failure
+            clearTimeout(connectTimer);
+            if (endStream || headerValue(hd, "grpc-status") !== undefined) {
+              status = trailerStatus(hd);
+              return;
+            }
+            h.onConnected();
+            return;
           }
-        }, c.keepaliveMs);
-        timers.push(ka);
-      }
-
-      stream = session.request(headers);
-      stream.on("response", (hd) => {
-        const st = Number(hd[":status"]);
-        if (st !== 200) {
-          status = { code: httpStatusToCode(st), message: `istiod answered HTTP ${st}` };
-          return;
-        }
-        established = true; // istiod answered: whatever follows is a termination, not a dial failure
-        if (hd["grpc-status"] !== undefined) {
-          status = { code: Number(hd["grpc-status"]), message: decodeGrpcMessage(hd["grpc-message"]) };
-          return;
-        }
-        h.onConnected();
-      });
-      stream.on("data", (chunk: Buffer) => {
-        if (!closed) h.onData(chunk);
-      });
-      stream.on("drain", () => h.onDrain());
-      stream.on("trailers", (t) => {
-        status = { code: t["grpc-status"] === undefined ? Code.UNKNOWN : Number(t["grpc-status"]), message: decodeGrpcMessage(t["grpc-message"]) };
-      });
-      stream.on("error", (e: Error) => {
-        lastError = e.message;
-      });
-      // Bun emits "end" without "close" while our side is still open: the status is final then.
-      const onEnded = () => {
-        if (status) return finish(status);
-        const rst = stream?.rstCode;
-        if (rst === http2.constants.NGHTTP2_REFUSED_STREAM) return fail(Code.UNAVAILABLE, "istiod refused the stream");
-        if (rst === http2.constants.NGHTTP2_CANCEL) return fail(Code.CANCELLED, "istiod cancelled the stream");
-        fail(Code.UNAVAILABLE, `istiod stream closed without a status${lastError ? `: ${lastError}` : rst ? ` (RST_STREAM ${rst})` : ""}`);
+          status = trailerStatus(hd);
+        },
+        onData: (chunk) => {
+          if (!closed) h.onData(chunk);
+        },
+        onDrain: () => h.onDrain(),
+        onEnd: () => {
+          // istiod ended its side: its status (trailers) is final, even though ours is still open.
+          finish(status ?? { code: Code.UNAVAILABLE, message: "istiod stream closed without a status" });
+        },
+        onReset: (code, reason) => finish(status ?? resetStatus(code, `istiod stream: ${reason}`)),
       };
-      stream.on("end", onEnded);
-      stream.on("close", onEnded);
+      socket.on("error", (e: Error) => {
+        if (!closed) finish({ code: Code.UNAVAILABLE, message: `connection to istiod ${c.address}: ${e.message}` });
+      });
     } catch (e) {
       // Resolve asynchronously so the caller has its handle before onClose runs.
-      queueMicrotask(() => fail(Code.UNAVAILABLE, (e as Error).message));
+      queueMicrotask(() => finish({ code: Code.UNAVAILABLE, message: (e as Error).message }));
     }
 
     return {
       write: (bytes) => (closed || !stream ? true : stream.write(bytes)),
       pause: () => stream?.pause(),
       resume: () => stream?.resume(),
-      close: () => fail(Code.CANCELLED, "stream closed by the agent"),
+      close: () => finish({ code: Code.CANCELLED, message: "stream closed by the agent" }),
     };
   }
 

@@ -1,0 +1,661 @@
+// A small HTTP/2 connection (RFC 9113) on a node:net / node:tls socket: the xDS relay's data path.
+// It does what gRPC streaming needs and nothing more — no push, no priorities — and it never
+// copies or re-frames payload: DATA is delivered as views into the socket's chunks as they arrive
+// (cut-through, even inside a frame), and written out as views. Output produced in one turn of the
+// event loop is coalesced into one socket write. Flow control both ways: the peer's windows are
+// honoured (per stream and per connection), and our receive windows are credited back only while
+// the consumer is not paused, so backpressure reaches the sender through HTTP/2 itself.
+
+import type { Duplex } from "node:stream";
+import {
+  DEFAULT_WINDOW,
+  FRAME_HEADER_BYTES,
+  Flag,
+  FrameType,
+  H2Code,
+  MAX_FRAME_SIZE,
+  MAX_WINDOW,
+  MIN_FRAME_SIZE,
+  PREFACE,
+  Setting,
+  frame,
+  goawayFrame,
+  h2CodeName,
+  headerFrames,
+  rstStreamFrame,
+  settingsFrame,
+  windowUpdateFrame,
+  writeFrameHeader,
+} from "./frames.ts";
+import { HpackDecoder, HpackError, encodeHeaders, type HeaderList } from "./hpack.ts";
+import { H2Stream } from "./stream.ts";
+
+export { H2Stream, type H2StreamHandlers } from "./stream.ts";
+
+export class H2Error extends Error {
+  override name = "H2Error";
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface H2SessionOptions {
+  role: "client" | "server";
+  /** Our SETTINGS_INITIAL_WINDOW_SIZE (receive window per stream). */
+  streamWindow?: number;
+  /** Our connection receive window. */
+  connectionWindow?: number;
+  /** Our SETTINGS_MAX_FRAME_SIZE. */
+  maxFrameSize?: number;
+  /** Server: SETTINGS_MAX_CONCURRENT_STREAMS we advertise and enforce. */
+  maxConcurrentStreams?: number;
+  /** Largest decoded header list accepted. */
+  maxHeaderListSize?: number;
+  /** Bytes queued on a stream above which write() asks the caller to wait for onDrain. */
+  highWaterMark?: number;
+  /** Send a PING after this long without receiving anything; fail if unanswered in `timeoutMs`. */
+  keepalive?: { intervalMs: number; timeoutMs: number };
+  /** Server: PINGs closer together than `minIntervalMs` are strikes; more than `maxStrikes` ends the connection (gRPC's too_many_pings). */
+  pingPolicy?: { minIntervalMs: number; maxStrikes: number };
+  /** Server: a new stream opened by the peer, with its request headers. */
+  onStream?(stream: H2Stream, headers: HeaderList): void;
+  /** The connection is gone; `error` says why when it was not a clean close. */
+  onClose?(error: H2Error | undefined): void;
+  /** The peer sent GOAWAY. */
+  onGoaway?(code: number, lastStreamId: number, debug: string): void;
+}
+
+type ParseState = "preface" | "header" | "payload" | "data";
+
+export class H2Session {
+  readonly streams = new Map<number, H2Stream>();
+  closed = false;
+  /** The peer's GOAWAY, once received. */
+  goaway: { code: number; lastStreamId: number; debug: string } | undefined;
+
+  // peer settings (what we send must respect)
+  peerInitialWindow = DEFAULT_WINDOW;
+  peerMaxFrame = MIN_FRAME_SIZE;
+  private peerMaxStreams = Infinity;
+  private connSendWindow = DEFAULT_WINDOW;
+  private readonly blocked = new Set<H2Stream>();
+
+  // our settings
+  readonly streamWindow: number;
+  private readonly connWindow: number;
+  private readonly maxFrame: number;
+  private readonly maxStreams: number;
+  readonly highWaterMark: number;
+  private connRecvWindow: number;
+  private connCredit = 0;
+
+  // output
+  private out: Uint8Array[] = [];
+  private outBytes = 0;
+  private flushQueued = false;
+  socketBlocked = false;
+
+  // input
+  private state: ParseState;
+  private prefaceHave = 0;
+  private readonly hdr = Buffer.alloc(FRAME_HEADER_BYTES);
+  private hdrHave = 0;
+  private fLen = 0;
+  private fType = 0;
+  private fFlags = 0;
+  private fStream = 0;
+  private payload: Buffer = Buffer.alloc(0);
+  private payloadHave = 0;
+  private dataStream: H2Stream | undefined;
+  private dataLeft = 0;
+  private padLeft = 0;
+  private padPending = false;
+  private readonly hpack: HpackDecoder;
+  private headerBlock: { stream: number; parts: Buffer[]; bytes: number; endStream: boolean } | undefined;
+
+  private nextStreamId = 1;
+  private lastPeerStream = 0;
+  private lastReceiveAt = 0;
+  private pingSentAt = 0;
+  private lastPeerPingAt = 0;
+  private pingStrikes = 0;
+  private readonly timers: ReturnType<typeof setInterval>[] = [];
+  private error: H2Error | undefined;
+
+  constructor(
+    readonly socket: Duplex,
+    private readonly o: H2SessionOptions,
+  ) {
+    this.streamWindow = o.streamWindow ?? 1 << 20;
+    this.connWindow = Math.max(o.connectionWindow ?? 2 << 20, DEFAULT_WINDOW);
+    this.maxFrame = Math.min(Math.max(o.maxFrameSize ?? MIN_FRAME_SIZE, MIN_FRAME_SIZE), MAX_FRAME_SIZE);
+    this.maxStreams = o.maxConcurrentStreams ?? 100_000;
+    this.highWaterMark = o.highWaterMark ?? 256 * 1024;
+    this.connRecvWindow = this.connWindow;
+    this.hpack = new HpackDecoder(4096, o.maxHeaderListSize ?? 256 * 1024);
+    this.state = o.role === "server" ? "preface" : "header";
+    this.lastReceiveAt = performance.now();
+
+    socket.on("data", (chunk: Buffer) => this.onSocketData(chunk));
+    socket.on("drain", () => this.onSocketDrain());
+    socket.on("error", (e: Error) => {
+      this.error ??= new H2Error(H2Code.INTERNAL_ERROR, e.message);
+    });
+    socket.on("end", () => this.destroy(this.error ?? (this.goaway || this.streams.size === 0 ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed by the peer"))));
+    socket.on("close", () => this.destroy(this.error ?? (this.goaway || this.streams.size === 0 ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed"))));
+
+    if (o.role === "client") this.push(PREFACE);
+    const settings: [number, number][] = [
+      [Setting.INITIAL_WINDOW_SIZE, this.streamWindow],
+      [Setting.MAX_FRAME_SIZE, this.maxFrame],
+      [Setting.MAX_HEADER_LIST_SIZE, o.maxHeaderListSize ?? 256 * 1024],
+    ];
+    if (o.role === "client") settings.unshift([Setting.ENABLE_PUSH, 0]);
+    else settings.unshift([Setting.MAX_CONCURRENT_STREAMS, this.maxStreams]);
+    this.push(settingsFrame(settings));
+    if (this.connWindow > DEFAULT_WINDOW) this.push(windowUpdateFrame(0, this.connWindow - DEFAULT_WINDOW));
+    if (o.keepalive) this.startKeepalive(o.keepalive.intervalMs, o.keepalive.timeoutMs);
+  }
+
+  /** Client: open a stream with request headers. */
+  request(headers: HeaderList, endStream = false): H2Stream {
+    if (this.o.role !== "client") throw new Error("request() on a server session");
+    if (this.closed) throw new H2Error(H2Code.INTERNAL_ERROR, "connection closed");
+    if (this.goaway) throw new H2Error(H2Code.REFUSED_STREAM, "the peer sent GOAWAY");
+    if (this.streams.size >= this.peerMaxStreams) throw new H2Error(H2Code.REFUSED_STREAM, "peer's concurrent stream limit reached");
+    const id = this.nextStreamId;
+    this.nextStreamId += 2;
+    const s = new H2Stream(this, id);
+    this.streams.set(id, s);
+    this.sendHeaders(id, headers, endStream);
+    if (endStream) s.localEnded = true;
+    return s;
+  }
+
+  /** Graceful: GOAWAY(NO_ERROR), then close once every stream has ended (or after `graceMs`). */
+  close(graceMs = 0, code: number = H2Code.NO_ERROR, debug = ""): void {
+    if (this.closed) return;
+    this.push(goawayFrame(this.lastPeerStream, code, debug));
+    if (this.streams.size === 0 || graceMs <= 0) {
+      this.flush();
+      this.socket.end();
+      const t = setTimeout(() => this.destroy(undefined), 1000);
+      t.unref?.();
+      return;
+    }
+    const t = setTimeout(() => this.destroy(undefined), graceMs);
+    t.unref?.();
+    this.onIdle = () => {
+      clearTimeout(t);
+      this.flush();
+      this.socket.end();
+    };
+  }
+
+  /** Immediately: every open stream is reset, the socket destroyed. */
+  destroy(error?: H2Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.error ??= error;
+    for (const t of this.timers) clearInterval(t);
+    try {
+      this.flush();
+    } catch {}
+    this.socket.destroy();
+    const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
+    for (const s of [...this.streams.values()]) s.remoteReset(this.error?.code ?? H2Code.CANCEL, reason);
+    this.streams.clear();
+    this.o.onClose?.(this.error);
+  }
+
+  /** PING after `intervalMs` without input; the connection fails if the ACK takes over `timeoutMs`. */
+  private startKeepalive(intervalMs: number, timeoutMs: number): void {
+    const t = setInterval(() => {
+      const now = performance.now();
+      if (this.pingSentAt > 0) {
+        if (now - this.pingSentAt >= timeoutMs) this.fail(H2Code.INTERNAL_ERROR, `keepalive ping not answered within ${timeoutMs} ms`);
+        return;
+      }
+      if (now - this.lastReceiveAt < intervalMs) return;
+      this.pingSentAt = now;
+      this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+    }, Math.max(10, Math.min(intervalMs, timeoutMs) / 2));
+    t.unref?.();
+    this.timers.push(t);
+  }
+
+  // ---- output ----
+
+  /** Queue bytes for the socket; everything queued in one turn goes out in one write. */
+  push(b: Uint8Array): void {
+    this.out.push(b);
+    this.outBytes += b.length;
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(() => this.flush());
+    }
+  }
+
+  flush(): void {
+    this.flushQueued = false;
+    if (this.out.length === 0 || this.socket.destroyed) {
+      this.out = [];
+      this.outBytes = 0;
+      return;
+    }
+    const data = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
+    this.out = [];
+    this.outBytes = 0;
+    if (!this.socket.write(data)) this.socketBlocked = true;
+  }
+
+  sendHeaders(id: number, headers: HeaderList, endStream: boolean): void {
+    for (const f of headerFrames(id, encodeHeaders(headers), endStream, this.peerMaxFrame)) this.push(f);
+  }
+
+  sendReset(id: number, code: number): void {
+    this.push(rstStreamFrame(id, code));
+  }
+
+  /** Move a stream's queued DATA out as far as the windows allow. */
+  pump(s: H2Stream): void {
+    while (s.queue.length > 0 && !this.socketBlocked) {
+      const room = Math.min(s.sendWindow, this.connSendWindow);
+      if (room <= 0) {
+        if (this.connSendWindow <= 0) this.blocked.add(s);
+        return;
+      }
+      const head = s.queue[0]!;
+      const n = Math.min(head.length, room, this.peerMaxFrame);
+      const last = n === head.length && s.queue.length === 1 && s.pendingEnd?.trailers === undefined && s.pendingEnd !== undefined;
+      const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+      writeFrameHeader(h, 0, n, FrameType.DATA, last ? Flag.END_STREAM : 0, s.id);
+      this.push(h);
+      this.push(n === head.length ? head : head.subarray(0, n));
+      if (n === head.length) s.queue.shift();
+      else s.queue[0] = head.subarray(n);
+      s.queued -= n;
+      s.sendWindow -= n;
+      this.connSendWindow -= n;
+      if (last) {
+        s.pendingEnd = undefined;
+        s.localEnded = true;
+        s.maybeClosed();
+        return;
+      }
+    }
+    if (s.queue.length === 0 && s.pendingEnd) {
+      const end = s.pendingEnd;
+      s.pendingEnd = undefined;
+      if (end.trailers) this.sendHeaders(s.id, end.trailers, true);
+      else this.push(frame(FrameType.DATA, Flag.END_STREAM, s.id));
+      s.localEnded = true;
+      s.maybeClosed();
+    }
+    s.maybeDrain();
+  }
+
+  /** Return receive credit for `n` consumed bytes of stream `s` (and the connection). */
+  credit(s: H2Stream | undefined, n: number): void {
+    this.connCredit += n;
+    if (this.connCredit >= this.connWindow / 4) {
+      this.push(windowUpdateFrame(0, this.connCredit));
+      this.connRecvWindow += this.connCredit;
+      this.connCredit = 0;
+    }
+    if (!s) return;
+    s.credit += n;
+    if (!s.paused) this.releaseCredit(s, false);
+  }
+
+  releaseCredit(s: H2Stream, force: boolean): void {
+    if (s.credit === 0 || s.remoteEnded || s.closed) return;
+    if (!force && s.credit < this.streamWindow / 4) return;
+    this.push(windowUpdateFrame(s.id, s.credit));
+    s.recvWindow += s.credit;
+    s.credit = 0;
+  }
+
+  streamClosed(s: H2Stream): void {
+    this.streams.delete(s.id);
+    this.blocked.delete(s);
+    if (this.streams.size === 0) this.onIdle?.();
+  }
+
+  private onIdle: (() => void) | undefined;
+
+  private onSocketDrain(): void {
+    this.socketBlocked = false;
+    for (const s of [...this.streams.values()]) {
+      this.pump(s);
+      if (this.socketBlocked) return;
+    }
+  }
+
+  // ---- input ----
+
+  private onSocketData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.lastReceiveAt = performance.now();
+    try {
+      this.parse(chunk);
+    } catch (e) {
+      if (e instanceof H2Error) this.fail(e.code, e.message);
+      else if (e instanceof HpackError) this.fail(H2Code.COMPRESSION_ERROR, `header block: ${e.message}`);
+      else throw e;
+    }
+  }
+
+  /** Connection error: GOAWAY with the code, then close. */
+  fail(code: number, message: string): void {
+    if (this.closed) return;
+    this.push(goawayFrame(this.lastPeerStream, code, message.slice(0, 200)));
+    this.destroy(new H2Error(code, message));
+  }
+
+  private parse(chunk: Buffer): void {
+    let pos = 0;
+    const n = chunk.length;
+    while (pos < n && !this.closed) {
+      switch (this.state) {
+        case "preface": {
+          const take = Math.min(PREFACE.length - this.prefaceHave, n - pos);
+          for (let i = 0; i < take; i++) {
+            if (chunk[pos + i] !== PREFACE[this.prefaceHave + i]) throw new H2Error(H2Code.PROTOCOL_ERROR, "not an HTTP/2 connection preface (h2c with prior knowledge expected)");
+          }
+          this.prefaceHave += take;
+          pos += take;
+          if (this.prefaceHave === PREFACE.length) this.state = "header";
+          break;
+        }
+        case "header": {
+          const take = Math.min(FRAME_HEADER_BYTES - this.hdrHave, n - pos);
+          chunk.copy(this.hdr, this.hdrHave, pos, pos + take);
+          this.hdrHave += take;
+          pos += take;
+          if (this.hdrHave < FRAME_HEADER_BYTES) break;
+          this.hdrHave = 0;
+          this.beginFrame();
+          break;
+        }
+        case "payload": {
+          const take = Math.min(this.fLen - this.payloadHave, n - pos);
+          chunk.copy(this.payload, this.payloadHave, pos, pos + take);
+          this.payloadHave += take;
+          pos += take;
+          if (this.payloadHave === this.fLen) {
+            this.state = "header";
+            this.onFrame(this.payload.subarray(0, this.fLen));
+          }
+          break;
+        }
+        case "data": {
+          if (this.padPending) {
+            this.padPending = false;
+            this.padLeft = chunk[pos++]!;
+            this.dataLeft -= 1;
+            if (this.padLeft > this.dataLeft) throw new H2Error(H2Code.PROTOCOL_ERROR, "DATA padding longer than the frame");
+            this.dataLeft -= this.padLeft;
+            this.credit(undefined, 1 + this.padLeft); // padding is consumed at once
+            if (this.dataLeft === 0 && this.padLeft === 0) this.endData();
+            break;
+          }
+          if (this.dataLeft > 0) {
+            const take = Math.min(this.dataLeft, n - pos);
+            const view = chunk.subarray(pos, pos + take);
+            pos += take;
+            this.dataLeft -= take;
+            const s = this.dataStream;
+            if (s && !s.closed) {
+              s.deliver(view);
+              this.credit(s, take);
+            } else {
+              this.credit(undefined, take);
+            }
+          } else {
+            const take = Math.min(this.padLeft, n - pos);
+            pos += take;
+            this.padLeft -= take;
+          }
+          if (this.dataLeft === 0 && this.padLeft === 0) this.endData();
+          break;
+        }
+      }
+    }
+  }
+
+  private beginFrame(): void {
+    const h = this.hdr;
+    this.fLen = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
+    this.fType = h[3]!;
+    this.fFlags = h[4]!;
+    this.fStream = ((h[5]! & 0x7f) * 2 ** 24) + (h[6]! << 16) + (h[7]! << 8) + h[8]!;
+    if (this.fLen > this.maxFrame) throw new H2Error(H2Code.FRAME_SIZE_ERROR, `frame of ${this.fLen} bytes exceeds SETTINGS_MAX_FRAME_SIZE ${this.maxFrame}`);
+    if (this.headerBlock && (this.fType !== FrameType.CONTINUATION || this.fStream !== this.headerBlock.stream)) {
+      throw new H2Error(H2Code.PROTOCOL_ERROR, "header block interrupted by another frame");
+    }
+    if (this.fType === FrameType.DATA) {
+      this.beginData();
+      return;
+    }
+    if (this.payload.length < this.fLen) this.payload = Buffer.allocUnsafe(Math.max(this.fLen, 1024));
+    this.payloadHave = 0;
+    if (this.fLen === 0) this.onFrame(this.payload.subarray(0, 0));
+    else this.state = "payload";
+  }
+
+  private beginData(): void {
+    const id = this.fStream;
+    if (id === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "DATA on stream 0");
+    this.connRecvWindow -= this.fLen;
+    if (this.connRecvWindow < 0) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, "peer exceeded the connection flow-control window");
+    const s = this.streams.get(id);
+    this.dataStream = undefined;
+    if (s && !s.remoteEnded && !s.closed) {
+      s.recvWindow -= this.fLen;
+      if (s.recvWindow < 0) {
+        s.reset(H2Code.FLOW_CONTROL_ERROR, "peer exceeded the stream flow-control window");
+      } else {
+        this.dataStream = s;
+      }
+    } else if (id > this.highestStreamId()) {
+      throw new H2Error(H2Code.PROTOCOL_ERROR, `DATA on idle stream ${id}`);
+    }
+    this.dataLeft = this.fLen;
+    this.padLeft = 0;
+    this.padPending = (this.fFlags & Flag.PADDED) !== 0;
+    if (this.padPending && this.fLen === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "padded DATA frame without a pad length");
+    if (this.fLen === 0) this.endData();
+    else this.state = "data";
+  }
+
+  private endData(): void {
+    this.state = "header";
+    const s = this.dataStream;
+    this.dataStream = undefined;
+    if (s && !s.closed && this.fFlags & Flag.END_STREAM) s.remoteEnd();
+  }
+
+  private highestStreamId(): number {
+    return this.o.role === "client" ? this.nextStreamId - 2 : this.lastPeerStream;
+  }
+
+  private onFrame(p: Buffer): void {
+    const id = this.fStream;
+    switch (this.fType) {
+      case FrameType.HEADERS:
+        return this.onHeadersFrame(p);
+      case FrameType.CONTINUATION: {
+        const hb = this.headerBlock;
+        if (!hb) throw new H2Error(H2Code.PROTOCOL_ERROR, "CONTINUATION without HEADERS");
+        hb.parts.push(Buffer.from(p));
+        hb.bytes += p.length;
+        if (hb.bytes > (this.o.maxHeaderListSize ?? 256 * 1024) * 2) throw new H2Error(H2Code.ENHANCE_YOUR_CALM, "header block too large");
+        if (this.fFlags & Flag.END_HEADERS) this.endHeaderBlock();
+        return;
+      }
+      case FrameType.SETTINGS:
+        return this.onSettings(p);
+      case FrameType.WINDOW_UPDATE: {
+        if (p.length !== 4) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "WINDOW_UPDATE must be 4 bytes");
+        const inc = p.readUInt32BE(0) & MAX_WINDOW;
+        if (id === 0) {
+          if (inc === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "connection WINDOW_UPDATE of 0");
+          this.connSendWindow += inc;
+          if (this.connSendWindow > MAX_WINDOW) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, "connection window above 2^31-1");
+          const waiting = [...this.blocked];
+          this.blocked.clear();
+          for (const s of waiting) this.pump(s);
+          return;
+        }
+        const s = this.streams.get(id);
+        if (!s) return;
+        if (inc === 0) return s.reset(H2Code.PROTOCOL_ERROR, "stream WINDOW_UPDATE of 0");
+        s.sendWindow += inc;
+        if (s.sendWindow > MAX_WINDOW) return s.reset(H2Code.FLOW_CONTROL_ERROR, "stream window above 2^31-1");
+        this.pump(s);
+        return;
+      }
+      case FrameType.PING: {
+        if (p.length !== 8) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "PING must be 8 bytes");
+        if (id !== 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "PING on a stream");
+        if (this.fFlags & Flag.ACK) {
+          this.pingSentAt = 0;
+          return;
+        }
+        this.checkPingPolicy();
+        this.push(frame(FrameType.PING, Flag.ACK, 0, Buffer.from(p)));
+        return;
+      }
+      case FrameType.RST_STREAM: {
+        if (p.length !== 4) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "RST_STREAM must be 4 bytes");
+        if (id === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+        const code = p.readUInt32BE(0);
+        this.streams.get(id)?.remoteReset(code, `stream reset by the peer (${h2CodeName(code)})`);
+        return;
+      }
+      case FrameType.GOAWAY: {
+        if (p.length < 8) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes");
+        const last = p.readUInt32BE(0) & MAX_WINDOW;
+        const code = p.readUInt32BE(4);
+        const debug = p.subarray(8).toString("utf8");
+        this.goaway = { code, lastStreamId: last, debug };
+        this.o.onGoaway?.(code, last, debug);
+        const why = `the peer sent GOAWAY (${h2CodeName(code)}${debug ? `: ${debug}` : ""})`;
+        for (const s of [...this.streams.values()]) {
+          if (s.id > last && this.o.role === "client") s.remoteReset(H2Code.REFUSED_STREAM, why);
+          else if (code !== H2Code.NO_ERROR) s.remoteReset(code, why);
+        }
+        if (this.streams.size === 0) this.destroy(code === H2Code.NO_ERROR ? undefined : new H2Error(code, why));
+        return;
+      }
+      case FrameType.PUSH_PROMISE:
+        throw new H2Error(H2Code.PROTOCOL_ERROR, "PUSH_PROMISE received with push disabled");
+      case FrameType.PRIORITY:
+        if (p.length !== 5) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "PRIORITY must be 5 bytes");
+        return;
+      default:
+        return; // unknown frame types are ignored (RFC 9113 §4.1)
+    }
+  }
+
+  private checkPingPolicy(): void {
+    const pol = this.o.pingPolicy;
+    if (!pol) return;
+    const now = performance.now();
+    if (this.lastPeerPingAt > 0 && now - this.lastPeerPingAt < pol.minIntervalMs) {
+      this.pingStrikes++;
+      if (this.pingStrikes > pol.maxStrikes) {
+        this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_pings"));
+        this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client pings more often than every ${pol.minIntervalMs} ms (too_many_pings)`));
+        return;
+      }
+    }
+    this.lastPeerPingAt = now;
+  }
+
+  /** Data or headers sent on a stream: ping strikes start over (gRPC's enforcement rule). */
+  resetPingStrikes(): void {
+    this.pingStrikes = 0;
+    this.lastPeerPingAt = 0;
+  }
+
+  private onHeadersFrame(p: Buffer): void {
+    const id = this.fStream;
+    if (id === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "HEADERS on stream 0");
+    let start = 0;
+    let end = p.length;
+    if (this.fFlags & Flag.PADDED) {
+      if (p.length < 1) throw new H2Error(H2Code.PROTOCOL_ERROR, "padded HEADERS without a pad length");
+      const pad = p[0]!;
+      start = 1;
+      end -= pad;
+    }
+    if (this.fFlags & Flag.PRIORITY) start += 5;
+    if (start > end) throw new H2Error(H2Code.PROTOCOL_ERROR, "HEADERS padding/priority longer than the frame");
+    this.headerBlock = { stream: id, parts: [Buffer.from(p.subarray(start, end))], bytes: end - start, endStream: (this.fFlags & Flag.END_STREAM) !== 0 };
+    if (this.fFlags & Flag.END_HEADERS) this.endHeaderBlock();
+  }
+
+  private endHeaderBlock(): void {
+    const hb = this.headerBlock!;
+    this.headerBlock = undefined;
+    // Always decode: the HPACK table is shared by the whole connection.
+    const headers = this.hpack.decode(hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts));
+    const existing = this.streams.get(hb.stream);
+    if (existing) {
+      existing.receiveHeaders(headers, hb.endStream);
+      return;
+    }
+    if (this.o.role === "client") return; // headers for a stream we already forgot
+    if (hb.stream % 2 === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, `client opened even stream ${hb.stream}`);
+    if (hb.stream <= this.lastPeerStream) return; // a stream we closed: ignore
+    this.lastPeerStream = hb.stream;
+    if (this.goaway || this.closed) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
+    if (this.streams.size >= this.maxStreams) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
+    const s = new H2Stream(this, hb.stream);
+    this.streams.set(hb.stream, s);
+    if (hb.endStream) s.remoteEnded = true;
+    this.o.onStream?.(s, headers);
+    if (hb.endStream && !s.closed) s.remoteEnd(true);
+  }
+
+  private onSettings(p: Buffer): void {
+    if (this.fStream !== 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "SETTINGS on a stream");
+    if (this.fFlags & Flag.ACK) {
+      if (p.length !== 0) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      return;
+    }
+    if (p.length % 6 !== 0) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");
+    for (let i = 0; i < p.length; i += 6) {
+      const id = p.readUInt16BE(i);
+      const v = p.readUInt32BE(i + 2);
+      switch (id) {
+        case Setting.ENABLE_PUSH:
+          if (v > 1) throw new H2Error(H2Code.PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH must be 0 or 1");
+          break;
+        case Setting.MAX_CONCURRENT_STREAMS:
+          this.peerMaxStreams = v;
+          break;
+        case Setting.INITIAL_WINDOW_SIZE: {
+          if (v > MAX_WINDOW) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1");
+          const delta = v - this.peerInitialWindow;
+          this.peerInitialWindow = v;
+          for (const s of this.streams.values()) s.sendWindow += delta;
+          break;
+        }
+        case Setting.MAX_FRAME_SIZE:
+          if (v < MIN_FRAME_SIZE || v > MAX_FRAME_SIZE) throw new H2Error(H2Code.PROTOCOL_ERROR, `SETTINGS_MAX_FRAME_SIZE ${v} out of range`);
+          this.peerMaxFrame = v;
+          break;
+        default:
+          break; // HEADER_TABLE_SIZE: our encoder never indexes; others are advisory or unknown
+      }
+    }
+    this.push(frame(FrameType.SETTINGS, Flag.ACK, 0));
+    for (const s of this.streams.values()) this.pump(s);
+  }
+}

@@ -1,0 +1,152 @@
+// One HTTP/2 stream of an H2Session: headers, DATA as views, trailers, reset, and the two halves
+// of flow control (a send queue limited by the peer's windows; receive credit held while paused).
+
+import { H2Code } from "./frames.ts";
+import type { HeaderList } from "./hpack.ts";
+import type { H2Session } from "./session.ts";
+
+export interface H2StreamHandlers {
+  /** Response headers (client), or trailers (`endStream` set) on either side. */
+  onHeaders?(headers: HeaderList, endStream: boolean): void;
+  /** Payload bytes as they arrive: a view, valid for the duration of the call unless kept. */
+  onData?(chunk: Uint8Array): void;
+  /** The peer ended its side (END_STREAM). */
+  onEnd?(): void;
+  /** The stream died before both sides ended: RST_STREAM, GOAWAY or connection loss. */
+  onReset?(code: number, reason: string): void;
+  /** A write that returned false may continue. */
+  onDrain?(): void;
+  /** Both sides ended or the stream was reset; fires once, last. */
+  onClose?(): void;
+}
+
+export class H2Stream {
+  handlers: H2StreamHandlers = {};
+  localEnded = false;
+  remoteEnded = false;
+  closed = false;
+  paused = false;
+  /** Received headers blocks so far (the first is the request/response headers). */
+  headersSeen = 0;
+
+  sendWindow: number;
+  recvWindow: number;
+  /** Receive credit not yet returned to the peer. */
+  credit = 0;
+  readonly queue: Uint8Array[] = [];
+  queued = 0;
+  pendingEnd: { trailers?: HeaderList } | undefined;
+  private wantDrain = false;
+
+  constructor(
+    private readonly session: H2Session,
+    readonly id: number,
+  ) {
+    this.sendWindow = session.peerInitialWindow;
+    this.recvWindow = session.streamWindow;
+  }
+
+  /** Server: send response headers. */
+  respond(headers: HeaderList, endStream = false): void {
+    if (this.closed || this.localEnded) return;
+    this.session.sendHeaders(this.id, headers, endStream);
+    this.session.resetPingStrikes();
+    if (endStream) {
+      this.localEnded = true;
+      this.maybeClosed();
+    }
+  }
+
+  /** Queue payload (kept by reference, not copied); false = wait for onDrain before writing more. */
+  write(data: Uint8Array): boolean {
+    if (this.closed || this.localEnded || this.pendingEnd) return true;
+    if (data.length > 0) {
+      this.queue.push(data);
+      this.queued += data.length;
+      this.session.resetPingStrikes();
+      this.session.pump(this);
+    }
+    const ok = this.queued < this.session.highWaterMark && !this.session.socketBlocked;
+    if (!ok) this.wantDrain = true;
+    return ok;
+  }
+
+  /** End our side after what is queued: with trailers (server) or an empty END_STREAM DATA. */
+  end(trailers?: HeaderList): void {
+    if (this.closed || this.localEnded || this.pendingEnd) return;
+    this.pendingEnd = { trailers };
+    this.session.pump(this);
+  }
+
+  /** Abort the stream: RST_STREAM to the peer, queued data dropped. */
+  reset(code: number = H2Code.CANCEL, reason = "reset by the agent"): void {
+    if (this.closed) return;
+    this.session.sendReset(this.id, code);
+    this.terminate(code, reason, true);
+  }
+
+  /** Stop returning receive credit: the peer stalls once the window is used. */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.session.releaseCredit(this, true);
+  }
+
+  /** Bytes queued and not yet sent. */
+  get bufferedBytes(): number {
+    return this.queued;
+  }
+
+  // ---- called by the session ----
+
+  deliver(view: Uint8Array): void {
+    this.handlers.onData?.(view);
+  }
+
+  receiveHeaders(headers: HeaderList, endStream: boolean): void {
+    this.headersSeen++;
+    this.handlers.onHeaders?.(headers, endStream);
+    if (endStream && !this.closed) this.remoteEnd();
+  }
+
+  remoteEnd(alreadyMarked = false): void {
+    if (this.remoteEnded && !alreadyMarked) return;
+    this.remoteEnded = true;
+    this.handlers.onEnd?.();
+    this.maybeClosed();
+  }
+
+  remoteReset(code: number, reason: string): void {
+    if (this.closed) return;
+    this.terminate(code, reason, false);
+  }
+
+  maybeClosed(): void {
+    if (this.closed || !this.localEnded || !this.remoteEnded) return;
+    this.closed = true;
+    this.session.streamClosed(this);
+    this.handlers.onClose?.();
+  }
+
+  maybeDrain(): void {
+    if (!this.wantDrain || this.closed) return;
+    if (this.queued < this.session.highWaterMark && !this.session.socketBlocked) {
+      this.wantDrain = false;
+      this.handlers.onDrain?.();
+    }
+  }
+
+  private terminate(code: number, reason: string, local: boolean): void {
+    this.closed = true;
+    this.queue.length = 0;
+    this.queued = 0;
+    this.pendingEnd = undefined;
+    this.session.streamClosed(this);
+    if (!local) this.handlers.onReset?.(code, reason);
+    this.handlers.onClose?.();
+  }
+}
