@@ -21,6 +21,9 @@ import { dialConfigFrom } from "./upstream-config.ts";
 
 export const READINESS_XDS = "xds connected";
 
+/** Longest the proxy waits at shutdown for a message in flight and for clients to get the end. */
+const SHUTDOWN_GRACE_MS = 5000;
+
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
   socketPath: string;
@@ -79,8 +82,9 @@ export class XdsProxy implements Component, HealthReporter {
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));
     const stop = async () => {
-      this.active?.close({ code: Code.UNAVAILABLE, message: "agent shutting down" });
-      await this.server?.close().catch(() => {});
+      // Finish the message in flight, end the stream with a status, let it reach the client.
+      await this.active?.shutdown({ code: Code.UNAVAILABLE, message: "agent shutting down" }, SHUTDOWN_GRACE_MS);
+      await this.server?.close(SHUTDOWN_GRACE_MS).catch(() => {});
       done();
     };
     if (signal.aborted) await stop();

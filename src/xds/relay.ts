@@ -53,6 +53,7 @@ export class StreamRelay {
   private readonly resDeframer: GrpcDeframer;
   private downBlocked = false;
   private upBlocked = false;
+  private closeAtBoundary: GrpcStatus | undefined;
 
   constructor(
     private readonly down: DownstreamCall,
@@ -112,6 +113,23 @@ export class StreamRelay {
   /** Health reports go out only after the initial requests of this stream (Istio's order). */
   sendHealth(r: AgentRequest): void {
     if (this.initialSent) this.sendAgentRequest(r);
+  }
+
+  /**
+   * End at a message boundary (agent shutdown): a response being forwarded is let through to its
+   * last byte first, so Envoy never gets half a message followed by trailers; `maxWaitMs` bounds it.
+   */
+  shutdown(status: GrpcStatus, maxWaitMs: number): Promise<void> {
+    if (this.ended) return this.done;
+    if (this.resState === "idle" && this.resDeframer.idle) {
+      this.close(status);
+      return this.done;
+    }
+    this.closeAtBoundary = status;
+    const t = setTimeout(() => this.close(status), maxWaitMs);
+    t.unref?.();
+    void this.done.then(() => clearTimeout(t));
+    return this.done;
   }
 
   /** End both sides: the downstream call gets `status`, the upstream stream is cancelled. */
@@ -240,6 +258,7 @@ export class StreamRelay {
     if (this.resState === "internal") this.handleInternal(this.resBuf!.view());
     this.resState = "idle";
     this.resBuf = undefined;
+    if (this.closeAtBoundary) this.close(this.closeAtBoundary);
   }
 
   private handleInternal(msg: Buffer): void {

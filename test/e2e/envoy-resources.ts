@@ -37,7 +37,8 @@ export const ROUTE = typeUrl("envoy.config.route.v3.RouteConfiguration");
 export const CLUSTER = typeUrl("envoy.config.cluster.v3.Cluster");
 export const ENDPOINT = typeUrl("envoy.config.endpoint.v3.ClusterLoadAssignment");
 
-function encode(name: string, obj: Record<string, unknown>): Uint8Array {
+/** Encode `obj` (Envoy's snake_case field names) as message `name`. */
+export function encode(name: string, obj: Record<string, unknown>): Uint8Array {
   const t = envoyRoot().lookupType(name);
   return t.encode(t.fromObject(obj)).finish();
 }
@@ -65,10 +66,21 @@ export function greeterTable(port: number): Map<string, AnyResource[]> {
 }
 
 /** A SotW DiscoveryResponse decoded with Envoy's own protos. */
-export function decodeDiscoveryResponse(bytes: Uint8Array): { typeUrl: string; resources: { typeUrl: string; value: Uint8Array }[] } {
+export function decodeDiscoveryResponse(bytes: Uint8Array): { typeUrl: string; versionInfo: string; nonce: string; resources: { typeUrl: string; value: Uint8Array }[] } {
   const t = envoyRoot().lookupType("envoy.service.discovery.v3.DiscoveryResponse");
-  const o = t.toObject(t.decode(bytes), { defaults: true }) as { type_url: string; resources: { type_url: string; value: Uint8Array }[] };
-  return { typeUrl: o.type_url, resources: o.resources.map((r) => ({ typeUrl: r.type_url, value: r.value })) };
+  const o = t.toObject(t.decode(bytes), { defaults: true }) as { type_url: string; version_info: string; nonce: string; resources: { type_url: string; value: Uint8Array }[] };
+  return { typeUrl: o.type_url, versionInfo: o.version_info, nonce: o.nonce, resources: o.resources.map((r) => ({ typeUrl: r.type_url, value: r.value })) };
+}
+
+/** A SotW DiscoveryRequest (snake_case fields) encoded with Envoy's own protos. */
+export function encodeDiscoveryRequest(obj: Record<string, unknown>): Uint8Array {
+  return encode("envoy.service.discovery.v3.DiscoveryRequest", obj);
+}
+
+/** A resource's bytes decoded as its type URL's message (snake_case plain object). */
+export function decodeResource(typeUrl: string, bytes: Uint8Array): Record<string, unknown> {
+  const t = envoyRoot().lookupType(typeUrl.replace(/^type\.googleapis\.com\//, ""));
+  return t.toObject(t.decode(bytes), { defaults: false, longs: Number }) as Record<string, unknown>;
 }
 
 /** An envoy.extensions.transport_sockets.tls.v3.Secret: name and inline certificate chain. */

@@ -1,5 +1,6 @@
 // A pod in a fake mesh: fake istiod (TLS, behind a TCP relay so it can be "restarted" on the same
-// address), fake CA (TLS, token-checked), fake Envoy (launcher script), and the compiled agent
+// address, serving a LiveXds table), fake CA (TLS, token-checked), the e2e Envoy stand-in
+// (xds-envoy.ts, through a launcher script), and the compiled agent
 // started with the injector's env, the mesh root at ./var/run/secrets/istio/root-cert.pem and the
 // token at ./var/run/secrets/tokens/istio-token.
 
@@ -9,9 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { FakeCa } from "../support/fake-ca.ts";
-import { FakeIstiod, makeTestPki, serve, type AnyResource, type TestPki } from "../support/fake-istiod.ts";
-import { readRecords, writeFakeEnvoyLauncher, type FakeEnvoyRecord } from "../support/fake-envoy.ts";
-import { startPod, type Pod } from "./pod.ts";
+import { FakeIstiod, makeTestPki, type AnyResource, type TestPki } from "../support/fake-istiod.ts";
+import { LiveXds } from "./live-xds.ts";
+import { envoyRecords, killRecordedEnvoys, startPod, type Pod } from "./pod.ts";
+import { writeE2eEnvoyLauncher, type E2eEnvoyRecord } from "./xds-envoy.ts";
 
 export const TOKEN = "e2e-istio-token";
 export const SPIFFE = "spiffe://cluster.local/ns/demo/sa/greeter-client";
@@ -48,11 +50,13 @@ export class Relay {
 export interface Mesh {
   pod: Pod;
   istiod: FakeIstiod;
+  /** What istiod serves: `xds.setTable(t)` pushes a new config. */
+  xds: LiveXds;
   relay: Relay;
   ca: FakeCa;
   pki: TestPki;
   recordFile: string;
-  records(): FakeEnvoyRecord[];
+  records(): E2eEnvoyRecord[];
   /** Stop istiod and start a new one (serving `table`) behind the same address. */
   restartIstiod(table: Map<string, AnyResource[]>): Promise<void>;
   cleanup(): Promise<void>;
@@ -61,13 +65,13 @@ export interface Mesh {
 export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {}): Promise<Mesh> {
   const work = mkdtempSync(join(tmpdir(), "agent-e2e-mesh-"));
   const pki = makeTestPki(join(work, "pki"));
-  const serveWith = (t: Map<string, AnyResource[]>) => (s: Parameters<typeof serve>[0]) => serve(s, t);
+  const xds = new LiveXds(table);
   let istiod = new FakeIstiod({ pki });
-  istiod.onStream = serveWith(table);
+  istiod.onStream = xds.attach;
   await istiod.start();
   const relay = await new Relay(istiod.port).start();
   const ca = await FakeCa.start({ token: TOKEN, spiffeId: SPIFFE });
-  const launcher = writeFakeEnvoyLauncher(work);
+  const launcher = writeE2eEnvoyLauncher(work);
   const recordFile = join(work, "envoy-record.jsonl");
   const rootBundle = readFileSync(pki.caCert, "utf8") + ca.tls!.rootPem;
   let pod: Pod | undefined;
@@ -89,29 +93,24 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?:
     get istiod() {
       return istiod;
     },
+    xds,
     relay,
     ca,
     pki,
     recordFile,
-    records: () => readRecords(recordFile),
+    records: () => envoyRecords(recordFile),
     async restartIstiod(next) {
       await istiod.stop();
       relay.cut();
+      xds.setTable(next);
       istiod = new FakeIstiod({ pki });
-      istiod.onStream = serveWith(next);
+      istiod.onStream = xds.attach;
       await istiod.start();
       relay.targetPort = istiod.port;
     },
     async cleanup() {
       pod!.kill();
-      // A fake Envoy left behind by a killed agent: stop it by its recorded pid.
-      for (const r of readRecords(recordFile)) {
-        if (r.event === "start") {
-          try {
-            process.kill(r.pid, "SIGKILL");
-          } catch {}
-        }
-      }
+      killRecordedEnvoys(recordFile);
       relay.close();
       await istiod.stop();
       await ca.close();

@@ -6,8 +6,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import YAML from "yaml";
 import { sandbox, start, type Running, type Sandbox } from "../support/binary.ts";
-import { freePort } from "../support/fake-envoy.ts";
+import { freePort, readRecords } from "../support/fake-envoy.ts";
 import { loadX509 } from "../../src/ca/keygen.ts";
+import type { E2eEnvoyRecord } from "./xds-envoy.ts";
 
 export { freePort };
 
@@ -131,4 +132,19 @@ export async function xdsGreeterClient(pod: Pod, target: string) {
   await until(pod, `XDS socket ${abs}`, () => (existsSync(abs) ? true : undefined));
   bootstrap.xds_servers[0].server_uri = `unix://${abs}`;
   return greeterClient(target, { "grpc.TEST_ONLY_DO_NOT_USE_IN_PROD.xds_bootstrap_config": JSON.stringify(bootstrap) });
+}
+
+/** The Envoy stand-in's records (FAKE_ENVOY_RECORD). */
+export function envoyRecords(file: string): E2eEnvoyRecord[] {
+  return readRecords(file) as E2eEnvoyRecord[];
+}
+
+/** An Envoy stand-in left behind by a killed agent: stop it by its recorded pid. */
+export function killRecordedEnvoys(file: string): void {
+  for (const r of envoyRecords(file)) {
+    if (r.event !== "start") continue;
+    try {
+      process.kill(r.pid, "SIGKILL");
+    } catch {}
+  }
 }

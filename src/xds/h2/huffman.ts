@@ -41,15 +41,23 @@ export const CODES: readonly number[] = (() => {
   return codes;
 })();
 
-/** Decoding tables: per code length, code -> symbol. */
-const BY_LENGTH: ReadonlyMap<number, ReadonlyMap<number, number>> = (() => {
-  const m = new Map<number, Map<number, number>>();
-  CODE_LENGTHS.forEach((len, sym) => {
-    let t = m.get(len);
-    if (!t) m.set(len, (t = new Map()));
-    t.set(CODES[sym]!, sym);
+/**
+ * Canonical decoding: for each length, the first code of that length, how many codes have it, and
+ * where its symbols start in the symbols sorted by (length, symbol).
+ */
+const DECODE = (() => {
+  const sorted = CODE_LENGTHS.map((len, sym) => ({ len, sym })).sort((a, b) => a.len - b.len || a.sym - b.sym);
+  const first = new Array<number>(31).fill(0);
+  const count = new Array<number>(31).fill(0);
+  const offset = new Array<number>(31).fill(0);
+  sorted.forEach(({ len, sym }, i) => {
+    if (count[len] === 0) {
+      first[len] = CODES[sym]!;
+      offset[len] = i;
+    }
+    count[len]!++;
   });
-  return m;
+  return { first, count, offset, symbols: sorted.map((e) => e.sym) };
 })();
 
 const MIN_LEN = 5;
@@ -62,6 +70,7 @@ export class HuffmanError extends Error {
 /** Decode a Huffman-coded HPACK string (RFC 7541 §5.2): padding must be at most 7 one-bits. */
 export function huffmanDecode(src: Uint8Array): string {
   const out: number[] = [];
+  const { first, count, offset, symbols } = DECODE;
   let code = 0;
   let len = 0;
   for (let i = 0; i < src.length; i++) {
@@ -69,9 +78,9 @@ export function huffmanDecode(src: Uint8Array): string {
     for (let bit = 7; bit >= 0; bit--) {
       code = code * 2 + ((byte >> bit) & 1);
       len++;
-      if (len < MIN_LEN) continue;
-      const sym = BY_LENGTH.get(len)?.get(code);
-      if (sym !== undefined) {
+      const k = code - first[len]!;
+      if (len >= MIN_LEN && k >= 0 && k < count[len]!) {
+        const sym = symbols[offset[len]! + k]!;
         if (sym === EOS) throw new HuffmanError("EOS symbol inside a Huffman-coded string");
         out.push(sym);
         code = 0;

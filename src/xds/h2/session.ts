@@ -175,24 +175,29 @@ export class H2Session {
     return s;
   }
 
-  /** Graceful: GOAWAY(NO_ERROR), then close once every stream has ended (or after `graceMs`). */
+  /**
+   * Graceful: GOAWAY(NO_ERROR); once every stream has sent all it will send (ended or reset), the
+   * socket is ended after the queued bytes; whatever is left after `graceMs` is destroyed.
+   */
   close(graceMs = 0, code: number = H2Code.NO_ERROR, debug = ""): void {
-    if (this.closed) return;
+    if (this.closed || this.closing) return;
+    this.closing = true;
     this.push(goawayFrame(this.lastPeerStream, code, debug));
-    if (this.streams.size === 0 || graceMs <= 0) {
-      this.flush();
-      this.socket.end();
-      const t = setTimeout(() => this.destroy(undefined), 1000);
-      t.unref?.();
-      return;
-    }
-    const t = setTimeout(() => this.destroy(undefined), graceMs);
+    const t = setTimeout(() => this.destroy(undefined), Math.max(graceMs, 1000));
     t.unref?.();
-    this.onIdle = () => {
-      clearTimeout(t);
-      this.flush();
-      this.socket.end();
-    };
+    this.socket.once("close", () => clearTimeout(t));
+    if (graceMs <= 0) for (const st of [...this.streams.values()]) if (!st.localEnded) st.reset(H2Code.CANCEL, "connection closing");
+    this.checkClosing();
+  }
+
+  private closing = false;
+
+  /** While closing: end the socket once nothing more will be sent on any stream. */
+  checkClosing(): void {
+    if (!this.closing || this.closed) return;
+    for (const st of this.streams.values()) if (!st.localEnded || st.queued > 0) return;
+    this.flush();
+    this.socket.end();
   }
 
   /** Immediately: every open stream is reset, the socket destroyed. */
@@ -246,6 +251,7 @@ export class H2Session {
       this.outBytes = 0;
       return;
     }
+    // One write per turn. Measured against cork()+writev: no faster in Bun, so the simple copy stays.
     const data = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
     this.out = [];
     this.outBytes = 0;
@@ -284,6 +290,7 @@ export class H2Session {
         s.pendingEnd = undefined;
         s.localEnded = true;
         s.maybeClosed();
+        this.checkClosing();
         return;
       }
     }
@@ -294,6 +301,7 @@ export class H2Session {
       else this.push(frame(FrameType.DATA, Flag.END_STREAM, s.id));
       s.localEnded = true;
       s.maybeClosed();
+      this.checkClosing();
     }
     s.maybeDrain();
   }
@@ -322,10 +330,8 @@ export class H2Session {
   streamClosed(s: H2Stream): void {
     this.streams.delete(s.id);
     this.blocked.delete(s);
-    if (this.streams.size === 0) this.onIdle?.();
+    this.checkClosing();
   }
-
-  private onIdle: (() => void) | undefined;
 
   private onSocketDrain(): void {
     this.socketBlocked = false;
