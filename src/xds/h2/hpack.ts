@@ -116,6 +116,8 @@ export class HpackDecoder {
       let m = 0;
       for (;;) {
         if (pos >= block.length) throw new HpackError("truncated integer");
+        // Anything past 2^31 needs at most 5 continuation octets; more is an attack, not a number.
+        if (m > 28) throw new HpackError("integer overflow");
         const b = block[pos++]!;
         v += (b & 0x7f) * 2 ** m;
         m += 7;
@@ -216,9 +218,14 @@ function encodeStr(out: number[], s: string): void {
   for (const x of b) out.push(x);
 }
 
-/** Encode a header list as literals without indexing (stateless). Names must be lowercase. */
-export function encodeHeaders(headers: HeaderList): Buffer {
+/**
+ * Encode a header list as literals without indexing (stateless). Names must be lowercase.
+ * `tableSizeUpdate`: start with a dynamic table size update to 0 — owed after the peer changed
+ * SETTINGS_HEADER_TABLE_SIZE (RFC 7541 §4.2; nghttp2 insists). 0 is always allowed: we never index.
+ */
+export function encodeHeaders(headers: HeaderList, tableSizeUpdate = false): Buffer {
   const out: number[] = [];
+  if (tableSizeUpdate) out.push(0x20);
   for (const [name, value] of headers) {
     const idx = STATIC_NAME_INDEX.get(name);
     if (idx !== undefined) {

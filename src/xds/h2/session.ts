@@ -80,6 +80,8 @@ export class H2Session {
   peerInitialWindow = DEFAULT_WINDOW;
   peerMaxFrame = MIN_FRAME_SIZE;
   private peerMaxStreams = Infinity;
+  private peerHeaderTableSize = 4096;
+  private tableSizeUpdateOwed = false;
   private connSendWindow = DEFAULT_WINDOW;
   private readonly blocked = new Set<H2Stream>();
 
@@ -144,8 +146,10 @@ export class H2Session {
     socket.on("error", (e: Error) => {
       this.error ??= new H2Error(H2Code.INTERNAL_ERROR, e.message);
     });
-    socket.on("end", () => this.destroy(this.error ?? (this.goaway || this.streams.size === 0 ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed by the peer"))));
-    socket.on("close", () => this.destroy(this.error ?? (this.goaway || this.streams.size === 0 ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed"))));
+    // A close is clean when either side said GOAWAY first or nothing was in progress.
+    const clean = () => this.goaway !== undefined || this.closing || this.streams.size === 0;
+    socket.on("end", () => this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed by the peer"))));
+    socket.on("close", () => this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed"))));
 
     if (o.role === "client") this.push(PREFACE);
     const settings: [number, number][] = [
@@ -211,7 +215,11 @@ export class H2Session {
     } catch {}
     this.socket.destroy();
     const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
-    for (const s of [...this.streams.values()]) s.remoteReset(this.error?.code ?? H2Code.CANCEL, reason);
+    for (const s of [...this.streams.values()]) {
+      // After our graceful close, a stream that sent all it had is done, whatever the peer's half.
+      if (!this.error && this.closing && s.localEnded) s.release();
+      else s.remoteReset(this.error?.code ?? H2Code.CANCEL, reason);
+    }
     this.streams.clear();
     this.o.onClose?.(this.error);
   }
@@ -246,7 +254,7 @@ export class H2Session {
 
   flush(): void {
     this.flushQueued = false;
-    if (this.out.length === 0 || this.socket.destroyed) {
+    if (this.out.length === 0 || this.socket.destroyed || this.socket.writableEnded) {
       this.out = [];
       this.outBytes = 0;
       return;
@@ -259,7 +267,9 @@ export class H2Session {
   }
 
   sendHeaders(id: number, headers: HeaderList, endStream: boolean): void {
-    for (const f of headerFrames(id, encodeHeaders(headers), endStream, this.peerMaxFrame)) this.push(f);
+    const block = encodeHeaders(headers, this.tableSizeUpdateOwed);
+    this.tableSizeUpdateOwed = false;
+    for (const f of headerFrames(id, block, endStream, this.peerMaxFrame)) this.push(f);
   }
 
   sendReset(id: number, code: number): void {
@@ -405,7 +415,7 @@ export class H2Session {
             this.dataLeft -= 1;
             if (this.padLeft > this.dataLeft) throw new H2Error(H2Code.PROTOCOL_ERROR, "DATA padding longer than the frame");
             this.dataLeft -= this.padLeft;
-            this.credit(undefined, 1 + this.padLeft); // padding is consumed at once
+            this.credit(this.dataStream, 1 + this.padLeft); // padding is consumed at once
             if (this.dataLeft === 0 && this.padLeft === 0) this.endData();
             break;
           }
@@ -463,12 +473,14 @@ export class H2Session {
     if (s && !s.remoteEnded && !s.closed) {
       s.recvWindow -= this.fLen;
       if (s.recvWindow < 0) {
-        s.reset(H2Code.FLOW_CONTROL_ERROR, "peer exceeded the stream flow-control window");
+        s.abort(H2Code.FLOW_CONTROL_ERROR, "peer exceeded the stream flow-control window");
       } else {
         this.dataStream = s;
       }
     } else if (id > this.highestStreamId()) {
       throw new H2Error(H2Code.PROTOCOL_ERROR, `DATA on idle stream ${id}`);
+    } else if (s && s.remoteEnded && !s.closed) {
+      s.abort(H2Code.STREAM_CLOSED, "DATA after the peer ended the stream");
     }
     this.dataLeft = this.fLen;
     this.padLeft = 0;
@@ -519,9 +531,9 @@ export class H2Session {
         }
         const s = this.streams.get(id);
         if (!s) return;
-        if (inc === 0) return s.reset(H2Code.PROTOCOL_ERROR, "stream WINDOW_UPDATE of 0");
+        if (inc === 0) return s.abort(H2Code.PROTOCOL_ERROR, "stream WINDOW_UPDATE of 0");
         s.sendWindow += inc;
-        if (s.sendWindow > MAX_WINDOW) return s.reset(H2Code.FLOW_CONTROL_ERROR, "stream window above 2^31-1");
+        if (s.sendWindow > MAX_WINDOW) return s.abort(H2Code.FLOW_CONTROL_ERROR, "stream window above 2^31-1");
         this.pump(s);
         return;
       }
@@ -620,7 +632,7 @@ export class H2Session {
     if (hb.stream % 2 === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, `client opened even stream ${hb.stream}`);
     if (hb.stream <= this.lastPeerStream) return; // a stream we closed: ignore
     this.lastPeerStream = hb.stream;
-    if (this.goaway || this.closed) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
+    if (this.goaway || this.closing || this.closed) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
     if (this.streams.size >= this.maxStreams) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
     const s = new H2Stream(this, hb.stream);
     this.streams.set(hb.stream, s);
@@ -650,15 +662,22 @@ export class H2Session {
           if (v > MAX_WINDOW) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1");
           const delta = v - this.peerInitialWindow;
           this.peerInitialWindow = v;
-          for (const s of this.streams.values()) s.sendWindow += delta;
+          for (const s of this.streams.values()) {
+            s.sendWindow += delta;
+            if (s.sendWindow > MAX_WINDOW) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, `SETTINGS_INITIAL_WINDOW_SIZE change takes stream ${s.id}'s window above 2^31-1`);
+          }
           break;
         }
         case Setting.MAX_FRAME_SIZE:
           if (v < MIN_FRAME_SIZE || v > MAX_FRAME_SIZE) throw new H2Error(H2Code.PROTOCOL_ERROR, `SETTINGS_MAX_FRAME_SIZE ${v} out of range`);
           this.peerMaxFrame = v;
           break;
+        case Setting.HEADER_TABLE_SIZE:
+          if (v !== this.peerHeaderTableSize) this.tableSizeUpdateOwed = true;
+          this.peerHeaderTableSize = v;
+          break;
         default:
-          break; // HEADER_TABLE_SIZE: our encoder never indexes; others are advisory or unknown
+          break; // advisory or unknown
       }
     }
     this.push(frame(FrameType.SETTINGS, Flag.ACK, 0));

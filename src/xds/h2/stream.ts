@@ -85,6 +85,13 @@ export class H2Stream {
     this.terminate(code, reason, true);
   }
 
+  /** The peer broke the stream's rules: RST_STREAM to it, and the handlers hear onReset. */
+  abort(code: number, reason: string): void {
+    if (this.closed) return;
+    this.session.sendReset(this.id, code);
+    this.terminate(code, reason, false);
+  }
+
   /** Stop returning receive credit: the peer stalls once the window is used. */
   pause(): void {
     this.paused = true;
@@ -123,6 +130,14 @@ export class H2Stream {
   remoteReset(code: number, reason: string): void {
     if (this.closed) return;
     this.terminate(code, reason, false);
+  }
+
+  /** Closed without an error: nothing more will be sent or read. */
+  release(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.session.streamClosed(this);
+    this.handlers.onClose?.();
   }
 
   maybeClosed(): void {
