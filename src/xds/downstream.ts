@@ -12,7 +12,9 @@ import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
 import type { HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
-import { Code, DELTA_PATH, SOTW_PATH, type GrpcStatus } from "./types.ts";
+import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
+import type { ReflectionIndex } from "./reflection.ts";
+import { Code, DELTA_PATH, REFLECTION_PATHS, SOTW_PATH, type GrpcStatus } from "./types.ts";
 
 export interface DownstreamCall {
   readonly delta: boolean;
@@ -109,7 +111,11 @@ function header(h: HeaderList, name: string): string | undefined {
   return undefined;
 }
 
+/** Largest reflection request accepted (they are a few dozen bytes). */
+const REFLECTION_MAX_REQUEST = 64 * 1024;
+
 export class DownstreamServer {
+  private reflection: Promise<ReflectionIndex> | undefined;
   private readonly net: net.Server;
   private readonly sessions = new Set<H2Session>();
 
@@ -175,6 +181,43 @@ export class DownstreamServer {
     this.sessions.add(session);
   }
 
+  /** Server reflection: each request answered in order; the index is built on first use. */
+  private serveReflection(stream: H2Stream): void {
+    stream.respond(RESPONSE_HEADERS);
+    let answered: Promise<unknown> = Promise.resolve();
+    let msg: MessageBuffer | undefined;
+    const fail = (message: string) => {
+      this.o.log.warn(`reflection: ${message}`);
+      stream.end(statusTrailers({ code: Code.INVALID_ARGUMENT, message }));
+    };
+    const deframer = new GrpcDeframer({
+      onHeader: (compressed, length) => {
+        if (compressed || length > REFLECTION_MAX_REQUEST) throw new Error(compressed ? "compressed request" : `request of ${length} bytes`);
+        msg = new MessageBuffer(length);
+      },
+      onBody: (b) => msg!.append(b),
+      onEnd: () => {
+        const bytes = Buffer.from(msg!.view());
+        answered = answered.then(async () => {
+          this.reflection ??= import("./reflection.ts").then((m) => m.reflectionIndex());
+          const index = await this.reflection;
+          if (!stream.closed && !stream.localEnded) stream.write(grpcFrame(index.answer(bytes)));
+        });
+        answered.catch((e: Error) => fail(`malformed ServerReflectionRequest: ${e.message}`));
+      },
+    });
+    stream.handlers = {
+      onData: (c) => {
+        try {
+          deframer.push(c);
+        } catch (e) {
+          fail(`malformed ServerReflectionRequest: ${(e as Error).message}`);
+        }
+      },
+      onEnd: () => void answered.then(() => stream.end(statusTrailers({ code: Code.OK, message: "" })), () => {}),
+    };
+  }
+
   private onStream(stream: H2Stream, headers: HeaderList): void {
     const path = header(headers, ":path") ?? "";
     const ct = header(headers, "content-type") ?? "";
@@ -183,9 +226,10 @@ export class DownstreamServer {
       return;
     }
     const trailersOnly = (s: GrpcStatus) => stream.respond([...RESPONSE_HEADERS, ...statusTrailers(s)], true);
-    if (path !== SOTW_PATH && path !== DELTA_PATH) return trailersOnly({ code: Code.UNIMPLEMENTED, message: `unknown method ${path}` });
     const enc = header(headers, "grpc-encoding");
     if (enc !== undefined && enc !== "identity") return trailersOnly({ code: Code.UNIMPLEMENTED, message: `grpc-encoding ${enc} is not supported` });
+    if (REFLECTION_PATHS.has(path)) return this.serveReflection(stream);
+    if (path !== SOTW_PATH && path !== DELTA_PATH) return trailersOnly({ code: Code.UNIMPLEMENTED, message: `unknown method ${path}` });
     const call = new ServerCall(stream, path, path === DELTA_PATH);
     const h = this.o.onCall(call);
     let gone = false;

@@ -12,6 +12,10 @@ export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryServic
 export const SOTW_PATH = `/${ADS_SERVICE}/StreamAggregatedResources`;
 export const DELTA_PATH = `/${ADS_SERVICE}/DeltaAggregatedResources`;
 
+/** gRPC server reflection, served on the XDS socket as Istio's agent does. */
+export const REFLECTION_SERVICES = ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"] as const;
+export const REFLECTION_PATHS: ReadonlySet<string> = new Set(REFLECTION_SERVICES.map((s) => `/${s}/ServerReflectionInfo`));
+
 /** Where a response goes, decided from its type. */
 export type Route = "forward" | "internal" | "drop";
 
