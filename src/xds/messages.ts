@@ -34,6 +34,15 @@ interface AnyMsg {
   value?: Uint8Array;
 }
 
+/** The codec, built (schemas parsed) on first use: the agent's own requests start after Envoy does. */
+export function lazyXdsCodec(): XdsCodec {
+  let codec: XdsCodec | undefined;
+  return {
+    encodeRequest: (r, delta) => (codec ??= xdsCodec()).encodeRequest(r, delta),
+    decodeResponse: (bytes, delta) => (codec ??= xdsCodec()).decodeResponse(bytes, delta),
+  };
+}
+
 export function xdsCodec(): XdsCodec {
   const root = new protobuf.Root();
   protobuf.parse(anyText as string, root, { keepCase: false });

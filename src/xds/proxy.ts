@@ -12,7 +12,7 @@ import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import { DownstreamServer, type DownstreamCall, type DownstreamHandlers } from "./downstream.ts";
 import { internalHandlers, type InternalHandler } from "./internal.ts";
-import { xdsCodec, type AgentRequest, type XdsCodec } from "./messages.ts";
+import { lazyXdsCodec, type AgentRequest, type XdsCodec } from "./messages.ts";
 import { xdsMetrics, type XdsMetrics } from "./metrics.ts";
 import { StreamRelay } from "./relay.ts";
 import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./types.ts";
@@ -61,7 +61,7 @@ export class XdsProxy implements Component, HealthReporter {
     this.socketPath = o.socketPath;
     this.log = o.log.child("xdsproxy");
     this.metrics = xdsMetrics(o.registry);
-    this.codec = xdsCodec();
+    this.codec = lazyXdsCodec();
     this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
