@@ -27,7 +27,7 @@ export const EOS = 256;
 export const CODE_LENGTHS: readonly number[] = [...ROWS.flat(), 30];
 
 /** Canonical codes derived from the lengths: shorter first, then by symbol. */
-export const CODES: readonly number[] = (() => {
+function canonicalCodes(): number[] {
   const order = CODE_LENGTHS.map((len, sym) => ({ len, sym })).sort((a, b) => a.len - b.len || a.sym - b.sym);
   const codes = new Array<number>(CODE_LENGTHS.length).fill(0);
   let code = 0;
@@ -39,26 +39,36 @@ export const CODES: readonly number[] = (() => {
     code++;
   }
   return codes;
-})();
+}
 
 /**
  * Canonical decoding: for each length, the first code of that length, how many codes have it, and
  * where its symbols start in the symbols sorted by (length, symbol).
  */
-const DECODE = (() => {
+function decodeTables() {
+  const codes = canonicalCodes();
   const sorted = CODE_LENGTHS.map((len, sym) => ({ len, sym })).sort((a, b) => a.len - b.len || a.sym - b.sym);
   const first = new Array<number>(31).fill(0);
   const count = new Array<number>(31).fill(0);
   const offset = new Array<number>(31).fill(0);
   sorted.forEach(({ len, sym }, i) => {
     if (count[len] === 0) {
-      first[len] = CODES[sym]!;
+      first[len] = codes[sym]!;
       offset[len] = i;
     }
     count[len]!++;
   });
-  return { first, count, offset, symbols: sorted.map((e) => e.sym) };
-})();
+  return { codes, first, count, offset, symbols: sorted.map((e) => e.sym) };
+}
+
+/** Built on first use (header blocks arrive after the start path). */
+let tables: ReturnType<typeof decodeTables> | undefined;
+const huffmanTables = () => (tables ??= decodeTables());
+
+/** Canonical code of each symbol. */
+export function huffmanCode(sym: number): number {
+  return huffmanTables().codes[sym]!;
+}
 
 const MIN_LEN = 5;
 const MAX_LEN = 30;
@@ -70,7 +80,7 @@ export class HuffmanError extends Error {
 /** Decode a Huffman-coded HPACK string (RFC 7541 §5.2): padding must be at most 7 one-bits. */
 export function huffmanDecode(src: Uint8Array): string {
   const out: number[] = [];
-  const { first, count, offset, symbols } = DECODE;
+  const { first, count, offset, symbols } = huffmanTables();
   let code = 0;
   let len = 0;
   for (let i = 0; i < src.length; i++) {
@@ -103,7 +113,7 @@ export function huffmanEncode(s: string): Buffer {
   let bits = 0;
   for (const b of Buffer.from(s, "latin1")) {
     const len = CODE_LENGTHS[b]!;
-    const code = CODES[b]!;
+    const code = huffmanCode(b);
     for (let i = len - 1; i >= 0; i--) {
       acc = (acc << 1) | (Math.floor(code / 2 ** i) & 1);
       bits++;
