@@ -1,7 +1,7 @@
 // The agent's control-plane side: the xDS relay towards istiod or, in local mode
 // (LOCAL_XDS_PATH), towards the in-process file-backed xDS server, which the relay dials over
 // loopback exactly as it would dial istiod (plaintext). Kept apart from agent.ts so the relay's
-// wiring lives in one place.
+// wiring lives in one place. Local mode's code is imported only when LOCAL_XDS_PATH is set.
 
 import type { AgentConfig } from "./config/agentconfig.ts";
 import type { Component } from "./lib/component.ts";
@@ -12,7 +12,7 @@ import type { Readiness } from "./lib/readiness.ts";
 import { createXdsProxy } from "./xds/proxy.ts";
 import { IstiodUpstream, nodeFiles, type StreamMeta, type Upstream, type UpstreamHandlers, type UpstreamStream } from "./xds/upstream.ts";
 import { dialConfigFrom } from "./xds/upstream-config.ts";
-import { createLocalXds, type LocalXdsServer } from "./local/index.ts";
+import type { LocalXdsServer } from "./local/index.ts";
 
 export interface UpstreamDeps {
   sink: LogSink;
@@ -21,6 +21,8 @@ export interface UpstreamDeps {
   nameTables?: NameTableSink;
   trustBundles?: TrustBundleSink;
   dnsEnabled: boolean;
+  /** Background work (loading the local xDS file) waits for this: the agent's start path is over. */
+  afterStart?: Promise<unknown>;
 }
 
 export interface UpstreamSide {
@@ -30,8 +32,10 @@ export interface UpstreamSide {
   health: HealthReporter;
 }
 
-export function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): UpstreamSide {
-  const local = createLocalXds(cfg, { log: deps.sink.logger("localxds"), registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0" });
+export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): Promise<UpstreamSide> {
+  const local = cfg.env.LOCAL_XDS_PATH
+    ? (await import("./local/index.ts")).createLocalXds(cfg, { log: deps.sink.logger("localxds"), registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0", ...(deps.afterStart ? { initAfter: deps.afterStart } : {}) })
+    : undefined;
   const xds = createXdsProxy(cfg, {
     log: deps.sink.logger("xdsproxy"),
     registry: deps.registry,
@@ -41,7 +45,23 @@ export function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): Upstre
     dnsEnabled: deps.dnsEnabled,
     ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
   });
-  return { components: local ? [local, xds] : [xds], health: xds };
+  return { components: local ? [stopsAfter(local, xds), xds] : [xds], health: xds };
+}
+
+/**
+ * At shutdown the local server keeps serving until the relay has stopped, so the relay can let
+ * the message in flight finish (nothing half-written) before it ends Envoy's stream.
+ */
+function stopsAfter(inner: Component, first: Component): Component {
+  const own = new AbortController();
+  return {
+    name: inner.name,
+    async start(signal) {
+      signal.addEventListener("abort", () => void (first.stopped?.() ?? Promise.resolve()).finally(() => own.abort()), { once: true });
+      await inner.start(own.signal);
+    },
+    stopped: () => inner.stopped?.() ?? Promise.resolve(),
+  };
 }
 
 /** Dials the local server once it is listening (its port is known only after start). */

@@ -3,20 +3,25 @@
 // bootstrap, Envoy — and owns shutdown. On the first signal Envoy drains while everything else
 // keeps serving (Envoy still needs config, certificates and its health route); when Envoy has
 // exited the other components stop. A second signal stops waiting.
+//
+// The start path (until "Agent started": sockets listening, bootstraps written, Envoy spawned) does
+// only what Envoy needs before it runs; everything else waits for `afterStart`: certificate
+// warming, the local xDS file, gRPC servers' code behind already-listening sockets, process
+// metrics. Subsystems that may be off (DNS proxy, local mode, iptables tracing) are imported only
+// when on. Istio does not block Envoy on any of these either (see docs/startup.md).
 
 import type { AgentConfig } from "./config/agentconfig.ts";
 import type { Component } from "./lib/component.ts";
 import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
-import { newRegistry, type Registry } from "./lib/metrics.ts";
+import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
 import { createStatusServer } from "./status/create.ts";
-import { createDnsProxy, dnsProxyEnabled } from "./dns/factory.ts";
+import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
-import { createIptablesTracer } from "./iptables/tracer.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
 
 export interface AgentDeps {
@@ -47,6 +52,9 @@ export class Agent {
   /** Aborted once Envoy is gone: stops everything but Envoy. */
   private readonly stopAll = new AbortController();
   private resolveDone!: (code: number) => void;
+  /** Resolves when the start path is over (started, failed or aborted): background work may begin. */
+  readonly afterStart: Promise<void>;
+  private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
 
@@ -56,14 +64,35 @@ export class Agent {
   ) {
     this.log = deps.sink.logger();
     this.now = deps.now ?? (() => performance.now());
-    this.registry = newRegistry({ processMetrics: true });
+    // Process metrics are added once the start path is over (they cost a few ms to set up).
+    this.registry = newRegistry();
     this.readiness = new Readiness();
     this.done = new Promise((r) => (this.resolveDone = r));
+    this.afterStart = new Promise((r) => (this.endStartPath = r));
+    void this.afterStart
+      .then(() => new Promise<void>((r) => setImmediate(r)))
+      .then(() => addProcessMetrics(this.registry)).catch((e: Error) => this.log.warn(`process metrics unavailable: ${e.message}`));
   }
 
   /** Build and start every component; resolves once all are serving and Envoy is spawned. */
   async start(signal: AbortSignal): Promise<void> {
+    try {
+      await this.startPath(signal);
+    } finally {
+      this.endStartPath();
+    }
+  }
+
+  private async startPath(signal: AbortSignal): Promise<void> {
     const t0 = this.now();
+    // Per-step durations for the debug log (cheap: a clock read per step).
+    const steps: string[] = [];
+    let last = t0;
+    const step = (what: string) => {
+      const t = this.now();
+      steps.push(`${what} ${(t - last).toFixed(1)}ms`);
+      last = t;
+    };
     const cfg = this.config;
     const env = cfg.env;
     const sink = this.deps.sink;
@@ -80,9 +109,14 @@ export class Agent {
     signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
 
     try {
-      if (dnsProxyEnabled(cfg)) this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common });
-      this.upstream = createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns });
+      const afterStart = this.afterStart;
+      if (dnsProxyEnabled(cfg)) {
+        const { createDnsProxy } = await import("./dns/factory.ts");
+        this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
+      }
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart });
+      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart });
+      const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const status =
         statusPort > 0
@@ -97,22 +131,41 @@ export class Agent {
             })
           : undefined;
       if (!status) this.log.info("status server disabled (statusPort 0)");
+      step("build");
 
-      // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy.
-      for (const c of [status, this.dns, this.secrets, ...this.upstream.components, createIptablesTracer(cfg, sink.logger("iptables"))]) {
-        if (!c || signal.aborted) continue;
-        await c.start(stop);
-        this.components.push(c);
-      }
+      // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy. They are
+      // started in that order without waiting for one socket to be bound before the next is
+      // asked for (a chain stays in order: the local xDS server before the relay that dials it);
+      // all must be listening before the bootstraps are written and Envoy is spawned.
+      const chains = [[status], [this.dns], [this.secrets], this.upstream.components, [tracer]];
+      const started = await Promise.allSettled(
+        chains.map(async (chain) => {
+          for (const c of chain) {
+            if (!c || signal.aborted) continue;
+            await c.start(stop);
+            this.components.push(c);
+          }
+        }),
+      );
+      const order = chains.flat();
+      this.components.sort((a, b) => order.indexOf(a) - order.indexOf(b));
+      const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+      if (failed) throw failed.reason;
+      step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
       const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
-      const grpcPath = await writeGrpcBootstrap(cfg, ctx);
-      this.log.info(`gRPC xDS bootstrap written to ${grpcPath}`);
+      // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
+      // error is reported first).
+      const grpcWrite = writeGrpcBootstrap(cfg, ctx);
+      const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
+      envoyWrite?.catch(() => {}); // awaited below
+      this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
 
-      if (envoyEnabled && !signal.aborted) {
-        const bootstrap = await writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson });
+      if (envoyWrite) {
+        const bootstrap = await envoyWrite;
         for (const p of bootstrap.problems) this.log.warn(p);
+        step("bootstraps");
         this.envoy = createEnvoySupervisor(cfg, {
           log: sink.logger("envoy"),
           readiness: this.readiness,
@@ -120,6 +173,7 @@ export class Agent {
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         await this.envoy.start(signal);
+        step("envoy");
         void this.envoy.exited.then((code) => this.finish(code));
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
@@ -132,6 +186,7 @@ export class Agent {
       return;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
+    this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
   }
 

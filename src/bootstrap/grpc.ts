@@ -3,7 +3,7 @@
 // metadata is the typed metadata only (as Istio marshals it) with GENERATOR=grpc; with
 // OUTPUT_CERTS a file_watcher certificate provider points at the certificates the agent writes.
 
-import { mkdir, rename, writeFile, rm } from "node:fs/promises";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, posix } from "node:path";
 import { typedMetadataJson, type BootstrapNode } from "../config/metadata.ts";
 import { BootstrapError } from "./errors.ts";
@@ -40,14 +40,14 @@ export function grpcBootstrapJson(opts: GrpcBootstrapOptions): string {
   return goJsonIndent(compact);
 }
 
-/** Write `text` to `path` atomically (temp file in the same directory, then rename). */
+/** Write `text` to `path` atomically (temp file in the same directory, then rename); synchronous: a few local syscalls at start. */
 export async function atomicWrite(path: string, text: string, mode: number): Promise<void> {
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   try {
-    await writeFile(tmp, text, { mode });
-    await rename(tmp, path);
+    writeFileSync(tmp, text, { mode });
+    renameSync(tmp, path);
   } catch (e) {
-    await rm(tmp, { force: true });
+    rmSync(tmp, { force: true });
     throw e;
   }
 }
@@ -56,7 +56,7 @@ export async function atomicWrite(path: string, text: string, mode: number): Pro
 export async function writeGrpcBootstrapFile(path: string, opts: GrpcBootstrapOptions): Promise<string> {
   const text = grpcBootstrapJson(opts);
   try {
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     await atomicWrite(path, text, 0o644);
   } catch (e) {
     throw new BootstrapError(`failed writing to ${path}: ${(e as Error).message}`, path, { cause: e });

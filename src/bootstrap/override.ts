@@ -3,7 +3,7 @@
 // HOST_IP (bracketed when it is IPv6, without doubling brackets the user already wrote).
 
 import { readFile } from "node:fs/promises";
-import { parse as parseYaml } from "yaml";
+import { yamlLib } from "../lib/yaml.ts";
 import { BootstrapError } from "./errors.ts";
 import { goJsonMarshal } from "./gotemplate/json.ts";
 
@@ -18,7 +18,7 @@ export function bootstrapOverrideToJson(text: string, hostIp: string, source = "
   body = body.split("$(HOST_IP)").join(host);
   let doc: unknown;
   try {
-    doc = parseYaml(body);
+    doc = yamlLib().parse(body);
   } catch (e) {
     throw new BootstrapError(`failed to convert to JSON: ${source}: ${(e as Error).message}`, source, { cause: e });
   }

@@ -5,13 +5,17 @@
 import { posix } from "node:path";
 import defaultTemplate from "./default_bootstrap.tmpl" with { type: "text" };
 import { BootstrapError } from "./errors.ts";
-import { bootstrapFuncs, parseTemplate, TemplateError, type Template } from "./gotemplate/index.ts";
+import { bootstrapFuncs, deserializeParsed, parseTemplate, Template, TemplateError } from "./gotemplate/index.ts";
+import { builtinTemplateTree } from "./builtin-ast.ts" with { type: "macro" };
 import type { ProxyConfig } from "../config/proxyconfig.ts";
 
 /** Where the proxy image ships Istio's template. */
 export const DEFAULT_TEMPLATE_PATH = "./var/lib/istio/envoy/envoy_bootstrap_tmpl.json";
 /** Name used in errors for the agent's own template. */
 export const BUILTIN_TEMPLATE_NAME = "<built-in default bootstrap template>";
+
+/** The built-in template's parse tree as JSON, inlined by the bundler. */
+const BUILTIN_TREE: string = builtinTemplateTree();
 
 export function builtinTemplateText(): string {
   return defaultTemplate;
@@ -33,6 +37,8 @@ export function bootstrapOutputPath(configPath: string, templatePath: string): s
 
 /** Parse a bootstrap template with Istio's function map (builtins + sprig + toJSON). */
 export function compileTemplate(name: string, text: string, env: Readonly<Record<string, string | undefined>> = {}): Template {
+  // The built-in template was parsed at bundle time (builtin-ast.ts).
+  if (text === defaultTemplate) return Template.fromParsed(name, text, deserializeParsed(BUILTIN_TREE), { funcs: bootstrapFuncs(env) });
   try {
     return parseTemplate(name, text, { funcs: bootstrapFuncs(env) });
   } catch (e) {

@@ -1,8 +1,10 @@
 // Writing the Envoy bootstrap (the thin I/O shell around params.ts and render.ts): Istio's
 // Instance.CreateFile. Creates <configPath> (0700), picks the template, writes the lightstep token
 // file when tracing asks for it, renders and writes <configPath>/envoy-rev.json.
+// The file operations are synchronous: a few local syscalls on the agent's start path, where a
+// round trip through the thread pool per operation would cost more than the syscall.
 
-import { access, mkdir, readFile, writeFile } from "node:fs/promises";
+import { accessSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { BootstrapNode } from "../config/metadata.ts";
 import type { ProxyConfig } from "../config/proxyconfig.ts";
@@ -34,9 +36,9 @@ export interface CreatedBootstrap {
   problems: string[];
 }
 
-async function exists(p: string): Promise<boolean> {
+function exists(p: string): boolean {
   try {
-    await access(p);
+    accessSync(p);
     return true;
   } catch {
     return false;
@@ -47,11 +49,11 @@ async function exists(p: string): Promise<boolean> {
 export async function loadTemplate(pc: ProxyConfig, templateOverride: string, root: string): Promise<{ name: string; path: string; text: string }> {
   const path = effectiveTemplatePath(pc, templateOverride);
   const abs = resolve(root, path);
-  if (path === DEFAULT_TEMPLATE_PATH && !(await exists(abs))) {
+  if (path === DEFAULT_TEMPLATE_PATH && !exists(abs)) {
     return { name: BUILTIN_TEMPLATE_NAME, path, text: builtinTemplateText() };
   }
   try {
-    return { name: path, path, text: await readFile(abs, "utf8") };
+    return { name: path, path, text: readFileSync(abs, "utf8") };
   } catch (e) {
     throw new BootstrapError(`cannot read bootstrap template ${path}: ${(e as Error).message}`, path, { cause: e });
   }
@@ -62,7 +64,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   const configPath = pc.configPath ?? "./etc/istio/proxy";
   const configDir = resolve(inp.root, configPath);
   try {
-    await mkdir(configDir, { recursive: true, mode: 0o700 });
+    mkdirSync(configDir, { recursive: true, mode: 0o700 });
   } catch (e) {
     throw new BootstrapError(`cannot create bootstrap directory ${configDir}: ${(e as Error).message}`, configPath, { cause: e });
   }
@@ -73,7 +75,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   if (lightstepToken) {
     const tokenPath = resolve(inp.root, lightstepToken.path);
     try {
-      await writeFile(tokenPath, lightstepToken.token, { mode: 0o666 });
+      writeFileSync(tokenPath, lightstepToken.token, { mode: 0o666 });
     } catch (e) {
       throw new BootstrapError(`cannot write lightstep access token file ${tokenPath}: ${(e as Error).message}`, tokenPath, { cause: e });
     }
@@ -81,7 +83,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   const text = renderTemplate(compiled, params);
   const out = resolve(inp.root, bootstrapOutputPath(configPath, tmpl.path));
   try {
-    await writeFile(out, text, { mode: 0o666 });
+    writeFileSync(out, text, { mode: 0o666 });
   } catch (e) {
     throw new BootstrapError(`cannot write bootstrap ${out}: ${(e as Error).message}`, out, { cause: e });
   }

@@ -31,12 +31,17 @@ export interface CaClientDeps {
 export class IstioCaClient implements CertificateSigner {
   readonly name = "istiod";
   private client: grpc.Client | undefined;
-  private readonly codec: CaCodec = caCodec();
+  private codecCache: CaCodec | undefined;
 
   constructor(
     readonly opts: CaClientOptions,
     private readonly deps: CaClientDeps,
   ) {}
+
+  /** The CA schema, parsed on the first CSR rather than at construction. */
+  private get codec(): CaCodec {
+    return (this.codecCache ??= caCodec());
+  }
 
   async sign(csrPem: string, ttlSeconds: number): Promise<string[]> {
     const req: CertificateRequest = { csr: csrPem, validityDuration: Math.round(ttlSeconds) };

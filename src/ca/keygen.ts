@@ -58,14 +58,16 @@ function algorithms(o: KeyOptions): { gen: webcrypto.RsaHashedKeyGenParams | web
 
 /** A fresh private key and a CSR for `spiffe` (the SAN URI). */
 export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<KeyAndCsr> {
-  const x509 = await loadX509();
   const alg = algorithms(o);
-  let keys: CryptoKeyPair;
-  try {
-    keys = o.algorithm === "RSA" ? await rsaKeyPair(alg.gen as webcrypto.RsaHashedKeyGenParams) : ((await crypto.subtle.generateKey(alg.gen, true, ["sign", "verify"])) as CryptoKeyPair);
-  } catch (e) {
-    throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${(e as Error).message}`);
-  }
+  // The key is asked for first: an RSA key is made on a worker thread while this one loads x509.
+  const keygen = (o.algorithm === "RSA" ? rsaKeyPair(alg.gen as webcrypto.RsaHashedKeyGenParams) : (crypto.subtle.generateKey(alg.gen, true, ["sign", "verify"]) as Promise<CryptoKeyPair>)).catch((e: Error) => {
+    throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${e.message}`);
+  });
+  keygen.catch(() => {}); // awaited below
+  // Let pending I/O (connections, probes) in before the x509 code's long synchronous load.
+  await new Promise<void>((r) => setImmediate(r));
+  const x509 = await loadX509();
+  const keys = await keygen;
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({
     keys,
     signingAlgorithm: alg.sign,

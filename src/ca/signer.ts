@@ -10,4 +10,6 @@ export interface CertificateSigner {
   sign(csrPem: string, ttlSeconds: number): Promise<string[]>;
   /** Release connections. */
   close?(): void;
+  /** Start building what sign() needs (code, a root) in the background, ahead of the first CSR. */
+  prepare?(): void;
 }

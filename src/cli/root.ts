@@ -1,14 +1,12 @@
 // Command dispatch for the one binary: `agent <command> ...`, with pilot-agent's command names.
 // Global logging flags may stand before or after the command (cobra persistent flags); unknown
 // flags on the root are accepted with a warning, as Istio allows them for backward compatibility.
+// Each command's module is imported only when that command runs: `agent proxy` does not pay for
+// evaluating iptables', wait's or version's code (and their dependencies) before it starts.
 
 import { formatFlagHelp, parseFlags, FlagError } from "./flags.ts";
 import { GLOBAL_FLAGS, logSinkFromFlags } from "./global.ts";
 import { CliError, type CliIO } from "./io.ts";
-import { runVersion } from "./version.ts";
-import { runRequest } from "./request.ts";
-import { runWait } from "./wait.ts";
-import { runIptables } from "./iptables.ts";
 
 export const COMMANDS: Record<string, string> = {
   proxy: "XDS proxy agent",
@@ -62,17 +60,24 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await runProxy(rest, io);
       }
       case "iptables":
-      case "istio-iptables":
+      case "istio-iptables": {
+        const { runIptables } = await import("./iptables.ts");
         return await runIptables(rest, io.env, { stdout: io.out, stderr: io.err });
-      case "request":
+      }
+      case "request": {
+        const { runRequest } = await import("./request.ts");
         return await runRequest(stripGlobals(rest, io), io);
+      }
       case "wait": {
-        const parsed = parseFlags(rest, [...GLOBAL_FLAGS, ...(await import("./wait.ts")).WAIT_FLAGS], { allowUnknown: true });
+        const { WAIT_FLAGS, runWait } = await import("./wait.ts");
+        const parsed = parseFlags(rest, [...GLOBAL_FLAGS, ...WAIT_FLAGS], { allowUnknown: true });
         const log = logSinkFromFlags(parsed, { stdout: io.out, stderr: io.err }).logger();
         return await runWait(stripGlobals(rest, io), io, log);
       }
-      case "version":
+      case "version": {
+        const { runVersion } = await import("./version.ts");
         return runVersion(stripGlobals(rest, io), io);
+      }
       case "help":
       case undefined: {
         const parsed = parseFlags(rest, [...GLOBAL_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }], { allowUnknown: true });

@@ -6,7 +6,7 @@
 // normalised to lowerCamelCase. Every top-level field remembers the layer it came from, so a
 // validation error can say where the bad value was written.
 
-import { parse as parseYaml } from "yaml";
+import { parseYamlOrJson } from "../lib/yaml.ts";
 import { defaultProxyConfig, type ProxyConfig } from "./proxyconfig.ts";
 
 export class ConfigError extends Error {
@@ -68,7 +68,7 @@ export function parseLayer(input: LayerInput): Record<string, unknown> | undefin
   if (input.text.trim() === "") return undefined;
   let doc: unknown;
   try {
-    doc = parseYaml(input.text, { prettyErrors: false });
+    doc = parseYamlOrJson(input.text, { prettyErrors: false });
   } catch (e) {
     const msg = (e as Error).message.split("\n")[0];
     throw new ConfigError(`${input.origin}: malformed YAML/JSON: ${msg}`);

@@ -2,7 +2,7 @@
 // passwords inside it (tracing access tokens, proxyMetadata values named like secrets) are
 // replaced by `<redacted>` first.
 
-import { stringify } from "yaml";
+import { stringifySimpleYaml, yamlLib } from "../lib/yaml.ts";
 
 const SECRET_KEY = /(token|secret|password|passwd|credential|apikey|api_key|privatekey|private_key)/i;
 
@@ -29,5 +29,7 @@ function isSecretKey(key: string): boolean {
 
 /** The effective ProxyConfig as Istio logs it: YAML, secrets redacted. */
 export function proxyConfigYaml(pc: unknown): string {
-  return stringify(redact(pc), { sortMapEntries: true }).trimEnd();
+  const doc = redact(pc);
+  const simple = doc !== null && typeof doc === "object" && !Array.isArray(doc) ? stringifySimpleYaml(doc as Record<string, unknown>) : undefined;
+  return (simple ?? yamlLib().stringify(doc, { sortMapEntries: true })).trimEnd();
 }

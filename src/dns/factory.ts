@@ -14,9 +14,7 @@ import type { UpstreamTransport } from "./forwarder.ts";
 import { DnsProxy } from "./proxy.ts";
 import { ALTERNATE_RESOLV_CONF, bindAddresses, parseResolvConf, planDns, upstreamServers } from "./resolvconf.ts";
 
-export function dnsProxyEnabled(cfg: Pick<AgentConfig, "env" | "proxyType">): boolean {
-  return (cfg.env.ISTIO_META_DNS_CAPTURE && cfg.proxyType === "sidecar") || cfg.env.ISTIO_META_ENABLE_DNS_SERVER;
-}
+export { dnsProxyEnabled } from "./enabled.ts";
 
 export interface DnsProxyDeps {
   log: Logger;

@@ -2,16 +2,39 @@
 // the prefix `istio_agent_` and no suffix added, so names here are written in full. One registry
 // is created by the composition root and passed to every component.
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+//
+// prom-client's classes come from its own modules rather than its index, which also loads the push
+// gateway client (node:http/https), cluster aggregation and summaries: a few ms of the agent's
+// start. The process collectors load when added (after the agent's start path).
 
-export { Counter, Gauge, Histogram, Registry };
+import type * as Prom from "prom-client";
+import CounterImpl from "prom-client/lib/counter";
+import GaugeImpl from "prom-client/lib/gauge";
+import HistogramImpl from "prom-client/lib/histogram";
+import RegistryImpl from "prom-client/lib/registry";
+
+export const Counter: typeof Prom.Counter = CounterImpl;
+export type Counter<T extends string = string> = Prom.Counter<T>;
+export const Gauge: typeof Prom.Gauge = GaugeImpl;
+export type Gauge<T extends string = string> = Prom.Gauge<T>;
+export const Histogram: typeof Prom.Histogram = HistogramImpl;
+export type Histogram<T extends string = string> = Prom.Histogram<T>;
+export const Registry: typeof Prom.Registry = RegistryImpl;
+export type Registry = Prom.Registry;
 
 export const METRIC_PREFIX = "istio_agent_";
 
+/** A registry; with `processMetrics`, the process collectors are added as soon as they load. */
 export function newRegistry(opts: { processMetrics?: boolean } = {}): Registry {
   const r = new Registry();
-  if (opts.processMetrics) collectDefaultMetrics({ register: r, prefix: METRIC_PREFIX });
+  if (opts.processMetrics) void addProcessMetrics(r);
   return r;
+}
+
+/** The process/runtime collectors (`istio_agent_process_*`, heap, event loop lag...). */
+export async function addProcessMetrics(reg: Registry): Promise<void> {
+  const { default: collectDefaultMetrics } = await import("prom-client/lib/defaultMetrics");
+  collectDefaultMetrics({ register: reg, prefix: METRIC_PREFIX });
 }
 
 /** Get-or-create, so two components sharing a metric name share the series. */

@@ -4,13 +4,15 @@
 // other xDS client (Envoy, grpc-js-xds) can dial it directly too. Each stream is a pure state
 // machine (SotwStream / DeltaStream); this file only moves bytes, logs and counts.
 //
-// start() only binds the socket (a few ms): parsing the schemas and the file happens right after,
-// off the agent's start path. Requests that arrive before the first good load wait for it. Until
-// then the readiness blocker `local xDS file loaded` is pending, carrying the file's error if it
-// is bad; fixing the file clears it (the file is watched from the start).
+// start() only binds the socket (a plain net server, no gRPC code yet): grpc-js, the schemas and
+// the file load right after, off the agent's start path (after `initAfter`); accepted connections
+// are handed to grpc-js once it is loaded. Requests that arrive before the first good load wait
+// for it. Until then the readiness blocker `local xDS file loaded` is pending, carrying the file's
+// error if it is bad; fixing the file clears it (the file is watched from the start).
 
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { chmod, mkdir, rm } from "node:fs/promises";
+import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname, resolve } from "node:path";
 import type { Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
@@ -43,6 +45,8 @@ export interface LocalXdsServerOptions {
   pollMs?: number;
   /** Nonce generator (tests inject a deterministic one). */
   nonce?: () => string;
+  /** Load grpc-js, the schemas and the file once this resolves (the agent's start path is over); default: right after start(). */
+  initAfter?: Promise<unknown>;
 }
 
 const identity = (b: Buffer) => b;
@@ -64,6 +68,15 @@ export const ADS_SERVICE_DEFINITION: grpc.ServiceDefinition = {
 
 const SERVED = new Set(RESOURCE_KINDS.map(typeUrlOf));
 
+/** `host:port` or `[v6]:port` -> its parts; undefined if it is not of that form. */
+export function hostPort(listen: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:\[\]]*)):(\d{1,5})$/.exec(listen);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  if (port > 65535) return undefined;
+  return { host: m[1] ?? m[2] ?? "", port };
+}
+
 /** `unix:` targets -> absolute socket path; anything else -> undefined (host:port). */
 export function unixSocketPath(listen: string, cwd: string): string | undefined {
   if (!listen.startsWith("unix:")) return undefined;
@@ -73,6 +86,12 @@ export function unixSocketPath(listen: string, cwd: string): string | undefined 
 }
 
 type AdsCall = grpc.ServerDuplexStream<Buffer, Buffer>;
+
+interface GrpcSide {
+  mod: typeof grpc;
+  server: grpc.Server;
+  injector: ReturnType<grpc.Server["createConnectionInjector"]>;
+}
 
 interface LiveStream {
   push(s: Snapshot): void;
@@ -84,7 +103,11 @@ export class LocalXdsServer implements Component {
   private codec?: AdsCodec;
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
-  private readonly server = new grpc.Server();
+  private net?: NetServer;
+  private readonly sockets = new Set<Socket>();
+  /** grpc-js and the server with its connection injector, loaded on first need. */
+  private grpcLoad?: Promise<GrpcSide>;
+  private grpcSide?: GrpcSide;
   private readonly log: Logger;
   private readonly cwd: string;
   private readonly blocker?: Blocker;
@@ -110,10 +133,33 @@ export class LocalXdsServer implements Component {
           nacks: counter(reg, "istio_agent_local_xds_nacks", "xDS responses rejected by clients of the local xDS server, by type", ["type"]),
         }
       : undefined;
-    this.server.addService(ADS_SERVICE_DEFINITION, {
-      StreamAggregatedResources: (call: AdsCall) => this.serveSotw(call),
-      DeltaAggregatedResources: (call: AdsCall) => this.serveDelta(call),
+  }
+
+  /** Load grpc-js and build the ADS server behind our socket (once). */
+  private grpc(): Promise<GrpcSide> {
+    this.grpcLoad ??= import("@grpc/grpc-js").then((mod) => {
+      const server = new mod.Server();
+      server.addService(ADS_SERVICE_DEFINITION, {
+        StreamAggregatedResources: (call: AdsCall) => this.serveSotw(call),
+        DeltaAggregatedResources: (call: AdsCall) => this.serveDelta(call),
+      });
+      this.grpcSide = { mod, server, injector: server.createConnectionInjector(mod.ServerCredentials.createInsecure()) };
+      return this.grpcSide;
     });
+    return this.grpcLoad;
+  }
+
+  private accept(sock: Socket): void {
+    this.sockets.add(sock);
+    sock.once("close", () => this.sockets.delete(sock));
+    if (this.grpcSide) return this.grpcSide.injector.injectConnection(sock);
+    void this.grpc().then(
+      (g) => (sock.destroyed ? undefined : g.injector.injectConnection(sock)),
+      (e: Error) => {
+        this.log.error(`local xDS: cannot serve a connection: ${e.message}`);
+        sock.destroy();
+      },
+    );
   }
 
   /** Bind and return; the schemas and the file load right after (see loaded()). */
@@ -124,15 +170,22 @@ export class LocalXdsServer implements Component {
       await rm(this.socketPath, { force: true });
     }
     const target = this.socketPath ? `unix://${this.socketPath}` : this.opts.listen;
-    const port = await new Promise<number>((res, rej) =>
-      this.server.bindAsync(target, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? rej(err) : res(p))),
-    ).catch((e: Error) => {
-      throw new LocalXdsError(`local xDS: cannot listen on ${this.opts.listen}: ${e.message}`, this.opts.path, undefined, { cause: e });
+    const hp = this.socketPath ? undefined : hostPort(this.opts.listen);
+    const cannot = (why: string, cause?: unknown) => new LocalXdsError(`local xDS: cannot listen on ${this.opts.listen}: ${why}`, this.opts.path, undefined, cause ? { cause } : undefined);
+    if (!this.socketPath && !hp) throw cannot("not unix:<path> or <host>:<port>");
+    const net = createServer((sock) => this.accept(sock));
+    await new Promise<void>((res, rej) => {
+      net.once("error", (e) => rej(cannot(e.message, e)));
+      if (this.socketPath) net.listen(this.socketPath, () => res());
+      else net.listen(hp!.port, hp!.host, () => res());
     });
+    net.on("error", (e) => this.log.error(`local xDS: socket ${target}: ${e.message}`));
+    this.net = net;
     if (this.socketPath) await chmod(this.socketPath, 0o600);
+    const port = (net.address() as { port?: number } | null)?.port ?? 0;
     this.bound = this.socketPath ? target : this.opts.listen.replace(/:0$/, `:${port}`);
     this.done = new Promise<void>((res) => signal.addEventListener("abort", () => void this.shutdown().then(res), { once: true }));
-    this.init = new Promise<void>((res) => setTimeout(res, 0))
+    this.init = (this.opts.initAfter ?? new Promise<void>((res) => setTimeout(res, 0)))
       .then(() => this.initialise(signal))
       .catch((e: Error) => {
         this.log.error(`local xDS: cannot serve ${this.opts.path}: ${e.message}`);
@@ -142,6 +195,8 @@ export class LocalXdsServer implements Component {
 
   /** Parse the schemas, load the file, watch it. A bad file is logged and blocks readiness. */
   private async initialise(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    await this.grpc();
     const root = localSchema();
     this.codec = adsCodec(root);
     const source = new XdsFileSource({
@@ -207,16 +262,23 @@ export class LocalXdsServer implements Component {
   private async shutdown(): Promise<void> {
     await this.init?.catch(() => undefined);
     for (const s of this.streams) s.end();
-    await new Promise<void>((res) => {
-      const force = setTimeout(() => {
-        this.server.forceShutdown();
-        res();
-      }, 1000);
-      this.server.tryShutdown(() => {
-        clearTimeout(force);
-        res();
+    const closed = new Promise<void>((res) => (this.net ? this.net.close(() => res()) : res()));
+    const g = await this.grpcLoad?.catch(() => undefined);
+    if (g) {
+      await new Promise<void>((res) => {
+        const force = setTimeout(() => {
+          g.server.forceShutdown();
+          res();
+        }, 1000);
+        g.server.tryShutdown(() => {
+          clearTimeout(force);
+          res();
+        });
       });
-    });
+      g.injector.destroy();
+    }
+    for (const s of this.sockets) s.destroy();
+    await closed;
     if (this.socketPath) await rm(this.socketPath, { force: true });
   }
 
@@ -285,7 +347,7 @@ export class LocalXdsServer implements Component {
       } catch (e) {
         this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${(e as Error).message}`);
         close();
-        call.emit("error", { code: grpc.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${(e as Error).message}` });
+        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${(e as Error).message}` });
       }
     };
     // Before the first good load, requests wait (in order) rather than see an empty world.

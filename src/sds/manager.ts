@@ -2,10 +2,11 @@
 // files), builds the secret cache, serves SDS on the right socket (unless DISABLE_ENVOY), warms
 // `default` and `ROOTCA` in the background (readiness blocker "certificate warmed"), and takes
 // PCDS trust bundles. `createSecretManager` is what src/agent.ts calls.
+// Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
+// the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
 
 import type { AgentConfig } from "../config/agentconfig.ts";
-import { IstioCaClient } from "../ca/client.ts";
-import { LocalCa } from "../ca/local.ts";
+import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
 import { tokenSourceFor } from "../ca/token.ts";
 import type { Component } from "../lib/component.ts";
@@ -35,6 +36,8 @@ export interface SecretManagerDeps {
   random?: () => number;
   /** Replace the signer (tests, benchmarks). */
   signer?: CertificateSigner;
+  /** Warming (the first CSR) waits for this; default: starts at once. */
+  warmAfter?: Promise<unknown>;
 }
 
 /** A blocker registered only while raised (reblock) and removed on clear. */
@@ -60,6 +63,7 @@ export class SecretManager implements Component, TrustBundleSink {
   private readonly metrics: SecretMetrics;
   private readonly warmed: Blocker;
   private pendingBundle: string[] | undefined;
+  private signer: CertificateSigner | undefined;
   private running: Promise<void> = Promise.resolve();
 
   constructor(
@@ -78,6 +82,7 @@ export class SecretManager implements Component, TrustBundleSink {
     const filesOnly = this.mode?.kind === "files-only";
     if (filesOnly) log.info(`external SDS server found on ${(this.mode as { externalSocket: string }).externalSocket}: serving file certificates only on ${this.mode!.socketPath}`);
     const signer = filesOnly ? undefined : (this.deps.signer ?? (await this.makeSigner()));
+    this.signer = signer;
     const cache = new SecretCache(
       {
         ...(signer ? { signer } : {}),
@@ -99,8 +104,11 @@ export class SecretManager implements Component, TrustBundleSink {
       this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock });
       await this.server.start();
     }
+    const after = this.deps.warmAfter ?? Promise.resolve();
+    const server = this.server;
+    if (server) void after.then(() => server.prepare()).catch((e: Error) => log.error(`SDS: cannot load the gRPC server: ${e.message}`));
     if (filesOnly) this.warmed.clear();
-    else this.running = this.warm(cache, signal);
+    else this.running = after.then(() => this.warm(cache, signal));
     signal.addEventListener("abort", () => void this.shutdown(), { once: true });
   }
 
@@ -121,18 +129,25 @@ export class SecretManager implements Component, TrustBundleSink {
         log.info(`no CA client: ${s.why}`);
         return undefined;
       case "local": {
-        const ca = s.dir ? await LocalCa.fromDir(s.dir) : await LocalCa.generate({ trustDomain: this.opts.trustDomain });
+        // A root from files is checked at start (a bad directory stops the agent); a generated
+        // one is made with the first CSR.
+        const trustDomain = this.opts.trustDomain;
+        const ca = s.dir ? await (await import("../ca/local.ts")).LocalCa.fromDir(s.dir) : lazySigner("local", async () => (await import("../ca/local.ts")).LocalCa.generate({ trustDomain }));
         log.info(`CA_PROVIDER=local: signing workload certificates in process${s.dir ? ` with the root from ${s.dir}` : " with a generated root"}`);
         return ca;
       }
       case "istiod": {
         const retries = this.metrics.outgoingRetries;
+        const random = this.deps.random;
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
-        return new IstioCaClient(s.ca, {
-          tokens: tokenSourceFor(s.credentialFetcher, s.tokenPath),
-          sleep: (ms) => clockSleep(this.clock, ms),
-          ...(this.deps.random ? { random: this.deps.random } : {}),
-          onRetry: () => retries.inc({ request_type: "csr" }),
+        return lazySigner("istiod", async () => {
+          const { IstioCaClient } = await import("../ca/client.ts");
+          return new IstioCaClient(s.ca, {
+            tokens: tokenSourceFor(s.credentialFetcher, s.tokenPath),
+            sleep: (ms) => clockSleep(this.clock, ms),
+            ...(random ? { random } : {}),
+            onRetry: () => retries.inc({ request_type: "csr" }),
+          });
         });
       }
     }
@@ -141,6 +156,9 @@ export class SecretManager implements Component, TrustBundleSink {
   /** Generate `default` then `ROOTCA`, retrying forever with backoff until both succeed. */
   private async warm(cache: SecretCache, signal: AbortSignal): Promise<void> {
     let failures = 0;
+    // e.g. the local CA's root, made while the workload key is generated (after pending I/O).
+    const signer = this.signer;
+    if (signer?.prepare) setImmediate(() => signer.prepare!());
     for (const name of [WORKLOAD_KEY_CERT, ROOT_CA]) {
       for (;;) {
         if (signal.aborted) return;

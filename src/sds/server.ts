@@ -3,8 +3,11 @@
 // connection is checked with SO_PEERCRED (XDS_AUTHORIZED_UIDS) before grpc-js sees it through a
 // connection injector. StreamSecrets follows Istio; FetchSecrets and DeltaSecrets are served too
 // (Istio answers Unimplemented). Secret changes are pushed to every stream watching the name.
+// start() binds the socket only; grpc-js and the SDS schema are loaded by prepare() (the secret
+// manager calls it once the agent's start path is over) or by the first connection, whichever
+// comes first; a connection accepted before that waits for it.
 
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname } from "node:path";
@@ -12,7 +15,7 @@ import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Clock } from "./clock.ts";
 import { SdsError } from "./errors.ts";
-import { sdsCodec, type SdsCodec } from "./proto.ts";
+import type { SdsCodec } from "./proto.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 import { randomUUID } from "node:crypto";
 
@@ -48,12 +51,19 @@ function sdsService(): grpc.ServiceDefinition {
   return { DeltaSecrets: m("DeltaSecrets", true, true), StreamSecrets: m("StreamSecrets", true, true), FetchSecrets: m("FetchSecrets", false, false) };
 }
 
+interface GrpcSide {
+  mod: typeof grpc;
+  server: grpc.Server;
+  injector: ReturnType<grpc.Server["createConnectionInjector"]>;
+}
+
 export class SdsServer {
-  private readonly codec: SdsCodec = sdsCodec();
+  private codecCache: SdsCodec | undefined;
   private readonly streams = new Set<SotwStream | DeltaStream>();
   private net: NetServer | undefined;
-  private grpcServer: grpc.Server | undefined;
-  private injector: ReturnType<grpc.Server["createConnectionInjector"]> | undefined;
+  private grpcLoad: Promise<GrpcSide> | undefined;
+  private g: GrpcSide | undefined;
+  private closed = false;
   private unsubscribe: (() => void) | undefined;
   private counter = 0;
   private readonly sockets = new Set<Socket>();
@@ -63,22 +73,40 @@ export class SdsServer {
     private readonly deps: SdsServerDeps,
   ) {}
 
+  /** Set with the gRPC server (see grpc()); request handlers run only after that. */
+  private get codec(): SdsCodec {
+    return this.codecCache!;
+  }
+
+  /** Load grpc-js and the schema and build the gRPC server behind the socket (once). */
+  prepare(): Promise<void> {
+    return this.grpc().then(() => undefined);
+  }
+
+  private grpc(): Promise<GrpcSide> {
+    this.grpcLoad ??= Promise.all([import("@grpc/grpc-js"), import("./proto.ts")]).then(([mod, proto]) => {
+      this.codecCache = proto.sdsCodec();
+      const server = new mod.Server({
+        "grpc.max_concurrent_streams": this.opts.maxConcurrentStreams ?? 100_000,
+        "grpc.max_receive_message_length": this.opts.maxReceiveMessageSize ?? 4 * 1024 * 1024,
+      });
+      server.addService(sdsService(), {
+        StreamSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.streamSecrets(call),
+        DeltaSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.deltaSecrets(call),
+        FetchSecrets: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => void this.fetchSecrets(call, cb),
+      });
+      this.g = { mod, server, injector: server.createConnectionInjector(mod.ServerCredentials.createInsecure()) };
+      if (this.closed) server.forceShutdown();
+      return this.g;
+    });
+    return this.grpcLoad;
+  }
+
   /** Bind the socket (stale socket file removed, directory created, mode 0666). */
   async start(): Promise<void> {
     const path = this.opts.socketPath;
     mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
     rmSync(path, { force: true });
-    const server = new grpc.Server({
-      "grpc.max_concurrent_streams": this.opts.maxConcurrentStreams ?? 100_000,
-      "grpc.max_receive_message_length": this.opts.maxReceiveMessageSize ?? 4 * 1024 * 1024,
-    });
-    server.addService(sdsService(), {
-      StreamSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.streamSecrets(call),
-      DeltaSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.deltaSecrets(call),
-      FetchSecrets: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => void this.fetchSecrets(call, cb),
-    });
-    this.grpcServer = server;
-    this.injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     this.unsubscribe = this.deps.secrets.onUpdate((name) => {
       for (const s of this.streams) s.push(name);
     });
@@ -99,14 +127,15 @@ export class SdsServer {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.unsubscribe?.();
     for (const s of this.streams) s.close();
     this.streams.clear();
     const closed = new Promise<void>((r) => (this.net ? this.net.close(() => r()) : r()));
     for (const s of this.sockets) s.destroy();
-    this.injector?.destroy();
+    this.g?.injector.destroy();
     await closed;
-    this.grpcServer?.forceShutdown();
+    this.g?.server.forceShutdown();
     rmSync(this.opts.socketPath, { force: true });
   }
 
@@ -119,7 +148,14 @@ export class SdsServer {
     }
     this.sockets.add(sock);
     sock.once("close", () => this.sockets.delete(sock));
-    this.injector!.injectConnection(sock);
+    if (this.g) return this.g.injector.injectConnection(sock);
+    void this.grpc().then(
+      (g) => (sock.destroyed || this.closed ? sock.destroy() : g.injector.injectConnection(sock)),
+      (e: Error) => {
+        this.deps.log.error(`SDS: cannot serve a connection: ${e.message}`);
+        sock.destroy();
+      },
+    );
   }
 
   private ctx(): StreamCtx {
@@ -139,7 +175,7 @@ export class SdsServer {
       },
       fail: (err, invalid) => {
         if (call.destroyed || call.writableEnded) return;
-        call.emit("error", { code: invalid ? grpc.status.INVALID_ARGUMENT : grpc.status.UNAVAILABLE, details: err.message } as grpc.StatusObject);
+        call.emit("error", { code: invalid ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: err.message } as grpc.StatusObject);
       },
     };
   }
@@ -155,7 +191,7 @@ export class SdsServer {
         onFrame(b);
       } catch (e) {
         this.deps.log.warn(`SDS: malformed request: ${(e as Error).message}`, { conn: stream.id });
-        call.emit("error", { code: grpc.status.INVALID_ARGUMENT, details: `malformed discovery request: ${(e as Error).message}` } as grpc.StatusObject);
+        call.emit("error", { code: this.g!.mod.status.INVALID_ARGUMENT, details: `malformed discovery request: ${(e as Error).message}` } as grpc.StatusObject);
         done();
       }
     });
@@ -181,12 +217,12 @@ export class SdsServer {
   private async fetchSecrets(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>): Promise<void> {
     try {
       const req = this.codec.decodeRequest(call.request);
-      if (req.resourceNames.length === 0) return cb({ code: grpc.status.INVALID_ARGUMENT, details: "FetchSecrets: no resource_names" });
+      if (req.resourceNames.length === 0) return cb({ code: this.g!.mod.status.INVALID_ARGUMENT, details: "FetchSecrets: no resource_names" });
       const ctx = this.ctx();
       const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)]);
       cb(null, this.codec.encodeResponse({ versionInfo: ctx.nextVersion(), nonce: randomUUID(), resources }));
     } catch (e) {
-      cb({ code: isInvalid(e) ? grpc.status.INVALID_ARGUMENT : grpc.status.UNAVAILABLE, details: (e as Error).message });
+      cb({ code: isInvalid(e) ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: (e as Error).message });
     }
   }
 }

@@ -2,8 +2,7 @@
 // kubelet's probes, rewritten by the injector to the status port, sent on to the application from
 // 127.0.0.6 (::6) so the inbound capture lets them through (Istio status/server.go handleAppProbe).
 
-import http from "node:http";
-import https from "node:https";
+import type http from "node:http";
 import type { Logger } from "../lib/log.ts";
 import type { AppProbe, AppProbers, HttpGetProbe } from "./appprobers.ts";
 import { errorMessage } from "./errors.ts";
@@ -101,7 +100,7 @@ export class AppProbeHandler {
         headers: this.forwardedHeaders(probe, req),
         timeoutMs: probe.timeoutMs,
         localAddress: this.opts.sourceAddress,
-        agent: this.agentFor(path, probe),
+        agent: await this.agentFor(path, probe),
       });
       // A final redirect (another host, or no Location) counts as success, as in kubelet.
       if (res.status >= 300 && res.status < 400) return text(200, "");
@@ -114,11 +113,17 @@ export class AppProbeHandler {
     }
   }
 
-  private agentFor(path: string, probe: HttpGetProbe): http.Agent | undefined {
+  private async agentFor(path: string, probe: HttpGetProbe): Promise<http.Agent | undefined> {
     if (!this.opts.keepAlive) return undefined;
     let a = this.agents.get(path);
     if (!a) {
-      a = probe.scheme === "https" ? new https.Agent({ keepAlive: true, rejectUnauthorized: false }) : new http.Agent({ keepAlive: true });
+      // node:http(s) load with the first probe, not at the agent's start.
+      a = probe.scheme === "https" ? new (await import("node:https")).Agent({ keepAlive: true, rejectUnauthorized: false }) : new (await import("node:http")).Agent({ keepAlive: true });
+      const raced = this.agents.get(path);
+      if (raced) {
+        a.destroy();
+        return raced;
+      }
       this.agents.set(path, a);
     }
     return a;

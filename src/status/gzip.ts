@@ -2,9 +2,9 @@
 // (merged metrics, debug dumps); probe and readiness answers are a few bytes and left alone.
 // Level 1: metrics pages are very repetitive, so the fastest level already shrinks them ~20x,
 // and the scrape is CPU on the pod's sidecar budget (see docs/status.md for the measurement).
+// node:zlib is loaded with the first gzipped answer, not at the agent's start.
 
 import { Readable, pipeline } from "node:stream";
-import { createGzip, constants } from "node:zlib";
 
 /** True when Accept-Encoding allows gzip (an explicit q=0 refuses it). */
 export function acceptsGzip(acceptEncoding: string | null | undefined): boolean {
@@ -21,8 +21,9 @@ export function acceptsGzip(acceptEncoding: string | null | undefined): boolean 
 }
 
 /** The same response, gzip-compressed as it streams, when the request accepts gzip. */
-export function maybeGzip(req: Request, res: Response): Response {
+export async function maybeGzip(req: Request, res: Response): Promise<Response> {
   if (!res.body || res.headers.has("content-encoding") || !acceptsGzip(req.headers.get("accept-encoding"))) return res;
+  const { createGzip, constants } = await import("node:zlib");
   const headers = new Headers(res.headers);
   headers.set("content-encoding", "gzip");
   headers.append("vary", "Accept-Encoding");

@@ -239,7 +239,7 @@ export class StatusServer implements Component {
     return text(200, "OK");
   }
 
-  private ndsz(req: Request, remote: string | undefined): Response {
+  private ndsz(req: Request, remote: string | undefined): Response | Promise<Response> {
     if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
     const table = this.opts.ndsz?.();
     if (table === undefined || table === null) return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });

@@ -9,6 +9,8 @@ import { builtinFuncs, type FuncMap } from "./builtins.ts";
 import { ExecFault, LineIndex, TemplateError } from "./errors.ts";
 import { Executor } from "./exec.ts";
 import { parse, ParseFault, type ParsedTemplates } from "./parser.ts";
+
+export type { ParsedTemplates } from "./parser.ts";
 import { sprigFuncs } from "./sprig.ts";
 
 export { TemplateError } from "./errors.ts";
@@ -23,14 +25,25 @@ export interface TemplateOptions {
 }
 
 export class Template {
-  private readonly lines: LineIndex;
+  private linesCache: LineIndex | undefined;
   private constructor(
     readonly file: string,
     private readonly text: string,
     private readonly parsed: ParsedTemplates,
     private readonly funcs: FuncMap,
-  ) {
-    this.lines = new LineIndex(text);
+  ) {}
+
+  /** Line starts, built only when an error needs a line number. */
+  private get lines(): LineIndex {
+    return (this.linesCache ??= new LineIndex(this.text));
+  }
+
+  /**
+   * A template from an already parsed tree (see serializeParsed): `text` must be the text that
+   * tree was parsed from, and every function it calls must be in builtins + `opts.funcs`.
+   */
+  static fromParsed(file: string, text: string, parsed: ParsedTemplates, opts: TemplateOptions = {}): Template {
+    return new Template(file, text, parsed, { ...builtinFuncs(), ...opts.funcs });
   }
 
   static parse(file: string, text: string, opts: TemplateOptions = {}): Template {
@@ -71,4 +84,16 @@ export function bootstrapFuncs(env: Readonly<Record<string, string | undefined>>
 
 export function parseTemplate(file: string, text: string, opts: TemplateOptions = {}): Template {
   return Template.parse(file, text, opts);
+}
+
+/** Parse `text` (functions named in `funcs` allowed) into JSON that deserializeParsed reads back. */
+export function serializeParsed(text: string, funcs: FuncMap): string {
+  const all = { ...builtinFuncs(), ...funcs };
+  const parsed = parse(text, (name) => Object.hasOwn(all, name));
+  return JSON.stringify({ root: parsed.root, defined: [...parsed.defined] }, (_k, v: unknown) => (typeof v === "bigint" ? { $bigint: v.toString() } : v));
+}
+
+export function deserializeParsed(json: string): ParsedTemplates {
+  const o = JSON.parse(json, (_k, v: unknown) => (v !== null && typeof v === "object" && "$bigint" in v ? BigInt((v as { $bigint: string }).$bigint) : v)) as { root: ParsedTemplates["root"]; defined: [string, ParsedTemplates["root"]][] };
+  return { root: o.root, defined: new Map(o.defined) };
 }

@@ -4,8 +4,8 @@
 // to the same host they are followed (at most 10); to another host, or without a Location, the 3xx
 // answer itself is returned (the caller treats a final 3xx as success).
 
-import http from "node:http";
-import https from "node:https";
+import type http from "node:http";
+import type https from "node:https";
 import { isIPv6 } from "node:net";
 import { errorMessage } from "../errors.ts";
 import { joinHostPort } from "../loopback.ts";
@@ -49,7 +49,8 @@ export async function httpProbe(req: HttpProbeRequest): Promise<HttpProbeRespons
     let url = first;
     const headers = { ...req.headers };
     for (let followed = 0; ; followed++) {
-      const res = await once(url, headers, req, deadline.signal);
+      const client = url.protocol === "https:" ? await import("node:https") : await import("node:http");
+      const res = await once(client, url, headers, req, deadline.signal);
       const loc = res.location;
       if (!FOLLOWED.has(res.status) || !loc) return res;
       const next = new URL(loc, url);
@@ -64,7 +65,8 @@ export async function httpProbe(req: HttpProbeRequest): Promise<HttpProbeRespons
   }
 }
 
-function once(url: URL, headers: Record<string, string>, req: HttpProbeRequest, signal: AbortSignal): Promise<HttpProbeResponse & { location?: string }> {
+/** One request with node:http(s) (loaded with the first probe, not at the agent's start). */
+function once(client: { request: typeof https.request }, url: URL, headers: Record<string, string>, req: HttpProbeRequest, signal: AbortSignal): Promise<HttpProbeResponse & { location?: string }> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
     const isHttps = url.protocol === "https:";
@@ -88,7 +90,7 @@ function once(url: URL, headers: Record<string, string>, req: HttpProbeRequest, 
       r.destroy();
       reject(signal.reason);
     };
-    const r = (isHttps ? https : http).request(opts, (res) => {
+    const r = client.request(opts, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       const finish = () => {
