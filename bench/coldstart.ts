@@ -14,12 +14,12 @@
 // Ready is polled every 5 ms (the number is up to 5 ms late); the agent is SIGKILLed after each run.
 
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import YAML from "yaml";
 import * as grpcXds from "@grpc/grpc-js-xds";
 import { greeterClient, startGreeter } from "../examples/greeter.ts";
+import { freePort } from "../test/support/fake-envoy.ts";
 import { fmt, summary } from "./support.ts";
 
 const RUNS = 15;
@@ -29,17 +29,6 @@ const TARGET = "xds:///greeter.demo:50051";
 const ROOT = resolve(import.meta.dir, "..");
 
 type Proc = ReturnType<typeof Bun.spawn>;
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 /** Spawn and resolve once stdout matches `marker` (ms since spawn); stdout keeps draining. */
 async function spawnUntil(cmd: string[], env: Record<string, string>, cwd: string, marker: RegExp): Promise<{ t0: number; ms: number; proc: Proc }> {
