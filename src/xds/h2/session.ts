@@ -218,7 +218,8 @@ export class H2Session {
     for (const s of [...this.streams.values()]) {
       // After our graceful close, a stream that sent all it had is done, whatever the peer's half.
       if (!this.error && this.closing && s.localEnded) s.release();
-      else s.remoteReset(this.error?.code ?? H2Code.CANCEL, reason);
+      // A connection that went away under an open stream: gRPC reports UNAVAILABLE for it.
+      else s.remoteReset(this.error?.code ?? H2Code.INTERNAL_ERROR, reason);
     }
     this.streams.clear();
     this.o.onClose?.(this.error);
