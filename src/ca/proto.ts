@@ -4,6 +4,7 @@
 import protobuf from "protobufjs";
 import type { ServiceDefinition } from "@grpc/grpc-js";
 import caProtoText from "../../proto/ca.proto" with { type: "text" };
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 export interface CertificateRequest {
   csr: string;
@@ -42,7 +43,7 @@ export function caCodec(): CaCodec {
       return Buffer.from(Req.encode(Req.fromObject(msg)).finish());
     },
     decodeRequest(b) {
-      const o = Req.toObject(Req.decode(b), { longs: Number, defaults: true }) as { csr: string; validityDuration: number; metadata?: { fields?: Record<string, { stringValue?: string }> } };
+      const o = Req.toObject(Req.decode(checkedInput(b)), { longs: Number, defaults: true }) as { csr: string; validityDuration: number; metadata?: { fields?: Record<string, { stringValue?: string }> } };
       const metadata: Record<string, string> = {};
       for (const [k, v] of Object.entries(o.metadata?.fields ?? {})) metadata[k] = v.stringValue ?? "";
       return { csr: o.csr, validityDuration: o.validityDuration, metadata };
@@ -51,7 +52,7 @@ export function caCodec(): CaCodec {
       return Buffer.from(Res.encode(Res.fromObject(r)).finish());
     },
     decodeResponse(b) {
-      const o = Res.toObject(Res.decode(b), { defaults: true }) as CertificateResponse;
+      const o = Res.toObject(Res.decode(checkedInput(b)), { defaults: true }) as CertificateResponse;
       return { certChain: o.certChain ?? [] };
     },
   };

@@ -5,6 +5,7 @@
 import protobuf from "protobufjs";
 import ndsProtoText from "../../proto/nds.proto" with { type: "text" };
 import { DnsError } from "./errors.ts";
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 export const NAME_TABLE_TYPE_URL = "type.googleapis.com/istio.networking.nds.v1.NameTable";
 
@@ -47,7 +48,7 @@ export function nameTableCodec(): NameTableCodec {
     decode(bytes) {
       let msg: protobuf.Message;
       try {
-        msg = T.decode(bytes);
+        msg = T.decode(checkedInput(bytes));
       } catch (e) {
         throw new DnsError("nametable", `malformed istio.networking.nds.v1.NameTable (${bytes.length} bytes): ${(e as Error).message}`);
       }

@@ -4,6 +4,7 @@
 import type protobuf from "protobufjs";
 import type { DeltaRequest, DeltaResponse } from "./delta.ts";
 import type { SotwRequest, SotwResponse } from "./sotw.ts";
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 export interface DecodedSotw extends SotwRequest {
   nodeId: string;
@@ -31,7 +32,7 @@ export function adsCodec(root: protobuf.Root): AdsCodec {
   const Res = root.lookupType("envoy.service.discovery.v3.DiscoveryResponse");
   const DReq = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryRequest");
   const DRes = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryResponse");
-  const plain = (t: protobuf.Type, b: Uint8Array): Plain => t.toObject(t.decode(b), { defaults: true, arrays: true, objects: true, longs: Number });
+  const plain = (t: protobuf.Type, b: Uint8Array): Plain => t.toObject(t.decode(checkedInput(b)), { defaults: true, arrays: true, objects: true, longs: Number });
   return {
     decodeRequest(b) {
       const o = plain(Req, b);

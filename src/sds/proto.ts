@@ -8,6 +8,7 @@ import coreProto from "../../proto/sds-core.proto" with { type: "text" };
 import statusProto from "../../proto/xds-rpc-status.proto" with { type: "text" };
 // The same discovery schema the xDS relay uses.
 import sdsProto from "../../proto/discovery.proto" with { type: "text" };
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 export const SECRET_TYPE_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
@@ -91,12 +92,12 @@ export function sdsCodec(): SdsCodec {
     decodeSecret,
     encodeResponse: (r) => Buffer.from(Res.encode(Res.fromObject({ versionInfo: r.versionInfo, nonce: r.nonce, typeUrl: SECRET_TYPE_URL, resources: r.resources.map(any) })).finish()),
     decodeResponse(b) {
-      const o = plain(Res.decode(b), Res);
+      const o = plain(Res.decode(checkedInput(b)), Res);
       return { versionInfo: o.versionInfo, nonce: o.nonce, typeUrl: o.typeUrl, resources: o.resources.map((a: { value: Uint8Array }) => decodeSecret(a.value)) };
     },
     encodeRequest: (r) => Buffer.from(Req.encode(Req.fromObject(r)).finish()),
     decodeRequest(b) {
-      const o = plain(Req.decode(b), Req);
+      const o = plain(Req.decode(checkedInput(b)), Req);
       const r: DiscoveryRequest = { versionInfo: o.versionInfo, resourceNames: o.resourceNames, typeUrl: o.typeUrl, responseNonce: o.responseNonce };
       const e = status(o);
       if (e) r.errorDetail = e;
@@ -115,7 +116,7 @@ export function sdsCodec(): SdsCodec {
         ).finish(),
       ),
     decodeDeltaResponse(b) {
-      const o = plain(DRes.decode(b), DRes);
+      const o = plain(DRes.decode(checkedInput(b)), DRes);
       return {
         nonce: o.nonce,
         typeUrl: o.typeUrl,
@@ -125,7 +126,7 @@ export function sdsCodec(): SdsCodec {
     },
     encodeDeltaRequest: (r) => Buffer.from(DReq.encode(DReq.fromObject(r)).finish()),
     decodeDeltaRequest(b) {
-      const o = plain(DReq.decode(b), DReq);
+      const o = plain(DReq.decode(checkedInput(b)), DReq);
       const r: DeltaDiscoveryRequest = {
         typeUrl: o.typeUrl,
         resourceNamesSubscribe: o.resourceNamesSubscribe,

@@ -8,6 +8,7 @@ import discoveryText from "../../proto/discovery.proto" with { type: "text" };
 import anyText from "../../proto/xds-any.proto" with { type: "text" };
 import statusText from "../../proto/xds-rpc-status.proto" with { type: "text" };
 import { FrameError, checkMessage } from "./frame.ts";
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 export interface AgentRequest {
   typeUrl: string;
@@ -67,7 +68,7 @@ export function xdsCodec(): XdsCodec {
       checkMessage(bytes);
       try {
         if (delta) {
-          const m = DeltaRes.decode(bytes) as unknown as { typeUrl?: string; systemVersionInfo?: string; nonce?: string; resources?: { resource?: AnyMsg }[] };
+          const m = DeltaRes.decode(checkedInput(bytes)) as unknown as { typeUrl?: string; systemVersionInfo?: string; nonce?: string; resources?: { resource?: AnyMsg }[] };
           return {
             typeUrl: m.typeUrl ?? "",
             versionInfo: m.systemVersionInfo ?? "",
@@ -75,7 +76,7 @@ export function xdsCodec(): XdsCodec {
             resources: (m.resources ?? []).filter((r) => r.resource).map((r) => ({ typeUrl: r.resource!.typeUrl ?? "", value: r.resource!.value ?? new Uint8Array() })),
           };
         }
-        const m = Res.decode(bytes) as unknown as { typeUrl?: string; versionInfo?: string; nonce?: string; resources?: AnyMsg[] };
+        const m = Res.decode(checkedInput(bytes)) as unknown as { typeUrl?: string; versionInfo?: string; nonce?: string; resources?: AnyMsg[] };
         return {
           typeUrl: m.typeUrl ?? "",
           versionInfo: m.versionInfo ?? "",

@@ -10,8 +10,8 @@ import discoveryText from "../../proto/discovery.proto" with { type: "text" };
 import reflectionText from "../../proto/grpc-reflection.proto" with { type: "text" };
 import anyText from "../../proto/xds-any.proto" with { type: "text" };
 import statusText from "../../proto/xds-rpc-status.proto" with { type: "text" };
-import { checkMessage } from "./frame.ts";
 import { ADS_SERVICE, REFLECTION_SERVICES } from "./types.ts";
+import { checkedInput } from "../lib/protobuf-input.ts";
 
 /** The files described, in dependency order, under the names Envoy's and Google's protos use. */
 const FILES: readonly { name: string; text: string; deps: string[] }[] = [
@@ -154,8 +154,7 @@ export function reflectionIndex(): ReflectionIndex {
 
   return {
     answer(bytes) {
-      checkMessage(bytes); // protobufjs clamps a truncated string read from a Buffer instead of failing
-      const req = Req.toObject(Req.decode(bytes), { oneofs: true }) as Obj & { host?: string; message_request?: string };
+      const req = Req.toObject(Req.decode(checkedInput(bytes)), { oneofs: true }) as Obj & { host?: string; message_request?: string };
       const error = (code: number, message: string) => ({ error_response: { error_code: code, error_message: message } });
       let body: Obj;
       switch (req.message_request) {

@@ -224,4 +224,11 @@ describe("NameTable codec", () => {
     expect(() => codec.decode(new Uint8Array([0x0a, 0x05, 0x01]))).toThrow(/NameTable/);
     expect(() => codec.decode(new Uint8Array([0xff, 0xff, 0xff, 0xff]))).toThrow();
   });
+
+  test("a host name longer than its bytes is an error even from a Buffer (protobufjs would clamp it)", () => {
+    // table entry of 5 bytes whose key claims 127 bytes and has 3: from a Buffer, protobufjs' own
+    // reader returns the key "abc" instead of failing.
+    const cut = Buffer.from([0x0a, 0x05, 0x0a, 0x7f, 0x61, 0x62, 0x63]);
+    expect(() => codec.decode(cut)).toThrow(/NameTable/);
+  });
 });
