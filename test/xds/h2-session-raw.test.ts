@@ -580,29 +580,28 @@ describe("closing", () => {
     await until(() => srv.closes[0] !== undefined, 5000, "session close");
   });
 
-  test("close(grace) is reported clean when the peer never half-closed its stream", async () => {
-    const { peer, recs, session, srv } = await rawServer({}, [], (r) => {
-      r.st.respond([[":status", "200"]]);
-      r.st.end([["grpc-status", "0"]]);
+  /** A server whose one stream answered and ended; the peer's half stays open; close(grace) called. */
+  async function closingAfterAnswer(streamWindow?: number) {
+    const r = await rawServer(streamWindow ? { streamWindow } : {}, [], (rec) => {
+      rec.st.respond([[":status", "200"]]);
+      rec.st.end([["grpc-status", "0"]]);
     });
-    peer.send(headersFrame(1));
-    await until(() => recs.length === 1, 5000, "stream");
-    session.close(10_000);
-    await peer.goaway();
+    r.peer.send(headersFrame(1));
+    await until(() => r.recs.length === 1, 5000, "stream");
+    r.session.close(10_000);
+    await r.peer.goaway();
+    return r;
+  }
+
+  test("close(grace) is reported clean when the peer never half-closed its stream", async () => {
+    const { peer, srv } = await closingAfterAnswer();
     await peer.waitClosed();
     await until(() => srv.closes[0] !== undefined, 5000, "session close");
     expect(srv.closes[0]!.error?.message).toBeUndefined();
   });
 
   test("after close(grace) ended the socket, DATA still arriving does not turn the close into an error", async () => {
-    const { peer, recs, session, srv } = await rawServer({ streamWindow: 65_535 }, [], (r) => {
-      r.st.respond([[":status", "200"]]);
-      r.st.end([["grpc-status", "0"]]);
-    });
-    peer.send(headersFrame(1));
-    await until(() => recs.length === 1, 5000, "stream");
-    session.close(10_000);
-    await peer.goaway();
+    const { peer, recs, srv } = await closingAfterAnswer(65_535);
     await peer.next((f) => f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0);
     for (let i = 0; i < 4; i++) peer.send(dataOn(1, Buffer.alloc(16_000)));
     await peer.waitClosed();
