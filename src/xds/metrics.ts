@@ -10,17 +10,23 @@ export interface XdsMetrics {
   requests: Counter;
   responses: Counter;
   bytes: Counter<"direction">;
+  /** `bytes` per direction, resolved once: they are counted on every chunk. */
+  bytesUpstream: { inc(n: number): void };
+  bytesDownstream: { inc(n: number): void };
   rejectedPeers: Counter;
 }
 
 export function xdsMetrics(reg: Registry): XdsMetrics {
+  const bytes: Counter<"direction"> = counter(reg, "istio_agent_xds_proxy_bytes", "Bytes relayed by the xDS proxy (direction=upstream: Envoy to istiod; downstream: istiod to Envoy)", ["direction"]);
   return {
     istiodConnectionFailures: counter(reg, "istio_agent_istiod_connection_failures", "The total number of connection failures to Istiod"),
     istiodConnectionTerminations: counter(reg, "istio_agent_istiod_connection_terminations", "The total number of connection errors to Istiod", ["type"]),
     envoyConnectionTerminations: counter(reg, "istio_agent_envoy_connection_terminations", "The total number of connection errors from envoy", ["type"]),
     requests: counter(reg, "istio_agent_xds_proxy_requests", "The total number of Xds Proxy Requests"),
     responses: counter(reg, "istio_agent_xds_proxy_responses", "The total number of Xds Proxy Responses"),
-    bytes: counter(reg, "istio_agent_xds_proxy_bytes", "Bytes relayed by the xDS proxy (direction=upstream: Envoy to istiod; downstream: istiod to Envoy)", ["direction"]),
+    bytes,
+    bytesUpstream: bytes.labels({ direction: "upstream" }),
+    bytesDownstream: bytes.labels({ direction: "downstream" }),
     rejectedPeers: counter(reg, "istio_agent_xds_rejected_peers", "Connections on the XDS socket refused by the SO_PEERCRED check (XDS_AUTHORIZED_UIDS)"),
   };
 }

@@ -145,7 +145,7 @@ export class StreamRelay {
 
   private onDownstreamData(chunk: Uint8Array): void {
     if (this.ended) return;
-    this.o.metrics.bytes.inc({ direction: "upstream" }, chunk.length);
+    this.o.metrics.bytesUpstream.inc(chunk.length);
     try {
       this.reqDeframer.push(chunk);
     } catch (e) {
@@ -278,7 +278,7 @@ export class StreamRelay {
   }
 
   private writeDown(bytes: Uint8Array): void {
-    this.o.metrics.bytes.inc({ direction: "downstream" }, bytes.length);
+    this.o.metrics.bytesDownstream.inc(bytes.length);
     if (!this.down.write(bytes) && !this.upBlocked) {
       this.upBlocked = true;
       this.upstream.pause();
