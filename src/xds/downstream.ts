@@ -10,7 +10,7 @@ import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
-import type { HeaderList } from "./h2/hpack.ts";
+import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
 import type { ReflectionIndex } from "./reflection.ts";
@@ -104,11 +104,6 @@ export interface DownstreamServerOptions {
   keepalive?: { intervalMs: number; timeoutMs: number };
   /** Keepalive enforcement (Istio: client pings at most every 15 s). */
   minPingIntervalMs?: number;
-}
-
-function header(h: HeaderList, name: string): string | undefined {
-  for (const [k, v] of h) if (k === name) return v;
-  return undefined;
 }
 
 /** Largest reflection request accepted (they are a few dozen bytes). */
@@ -219,14 +214,14 @@ export class DownstreamServer {
   }
 
   private onStream(stream: H2Stream, headers: HeaderList): void {
-    const path = header(headers, ":path") ?? "";
-    const ct = header(headers, "content-type") ?? "";
-    if (header(headers, ":method") !== "POST" || !ct.startsWith("application/grpc")) {
+    const path = headerValue(headers, ":path") ?? "";
+    const ct = headerValue(headers, "content-type") ?? "";
+    if (headerValue(headers, ":method") !== "POST" || !ct.startsWith("application/grpc")) {
       stream.respond([[":status", ct.startsWith("application/grpc") ? "405" : "415"]], true);
       return;
     }
     const trailersOnly = (s: GrpcStatus) => stream.respond([...RESPONSE_HEADERS, ...statusTrailers(s)], true);
-    const enc = header(headers, "grpc-encoding");
+    const enc = headerValue(headers, "grpc-encoding");
     if (enc !== undefined && enc !== "identity") return trailersOnly({ code: Code.UNIMPLEMENTED, message: `grpc-encoding ${enc} is not supported` });
     if (REFLECTION_PATHS.has(path)) return this.serveReflection(stream);
     if (path !== SOTW_PATH && path !== DELTA_PATH) return trailersOnly({ code: Code.UNIMPLEMENTED, message: `unknown method ${path}` });

@@ -8,7 +8,7 @@ import net, { isIP } from "node:net";
 import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { readFileSync, existsSync } from "node:fs";
 import { H2Code } from "./h2/frames.ts";
-import type { HeaderList } from "./h2/hpack.ts";
+import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
@@ -106,11 +106,6 @@ export function resetStatus(code: number, reason: string): GrpcStatus {
     default:
       return { code: Code.UNAVAILABLE, message: reason };
   }
-}
-
-function headerValue(h: HeaderList, name: string): string | undefined {
-  for (const [k, v] of h) if (k === name) return v;
-  return undefined;
 }
 
 /** The gRPC status carried by a trailers block (or a trailers-only response). */

@@ -1,35 +1,10 @@
 // Encodes the four xDS resources that route `xds:///greeter.demo:50051` to one endpoint, with
 // Envoy's own protos from @grpc/grpc-js-xds/deps (tests only), as the fake istiod serves them.
 
-import protobuf from "protobufjs";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import type { AnyResource } from "../support/fake-istiod.ts";
+import { envoyProtoRoot } from "../support/envoy-protos.ts";
 
-const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
-const INCLUDES = [...["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(DEPS, d)), join(import.meta.dir, "../../node_modules/protobufjs")];
-
-let cached: protobuf.Root | undefined;
-function envoyRoot(): protobuf.Root {
-  if (cached) return cached;
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? target;
-  root.loadSync(
-    [
-      "envoy/config/listener/v3/listener.proto",
-      "envoy/config/route/v3/route.proto",
-      "envoy/config/cluster/v3/cluster.proto",
-      "envoy/config/endpoint/v3/endpoint.proto",
-      "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
-      "envoy/extensions/filters/http/router/v3/router.proto",
-      "envoy/extensions/transport_sockets/tls/v3/secret.proto",
-      "envoy/service/discovery/v3/discovery.proto",
-    ],
-    { keepCase: true },
-  );
-  root.resolveAll();
-  return (cached = root);
-}
+const envoyRoot = envoyProtoRoot;
 
 export const typeUrl = (name: string) => `type.googleapis.com/${name}`;
 export const LISTENER = typeUrl("envoy.config.listener.v3.Listener");

@@ -2,42 +2,16 @@
 // only) to decode what the server sends, a raw ADS client over grpc-js, temp files.
 
 import * as grpc from "@grpc/grpc-js";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import protobuf from "protobufjs";
 import { ADS_SERVICE_DEFINITION } from "../../src/local/server.ts";
+import { envoyProtoRoot } from "../support/envoy-protos.ts";
 
-const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
-const INCLUDE = [join(import.meta.dir, "../../node_modules/protobufjs"), `${DEPS}/envoy-api`, `${DEPS}/xds`, `${DEPS}/googleapis`, `${DEPS}/protoc-gen-validate`];
-
-export const ENVOY_FILES = [
-  "envoy/config/listener/v3/listener.proto",
-  "envoy/config/route/v3/route.proto",
-  "envoy/config/cluster/v3/cluster.proto",
-  "envoy/config/endpoint/v3/endpoint.proto",
-  "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
-  "envoy/extensions/filters/http/router/v3/router.proto",
-  "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
-  "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
-  "envoy/extensions/transport_sockets/tls/v3/tls.proto",
-  "envoy/extensions/transport_sockets/tls/v3/secret.proto",
-  "envoy/service/discovery/v3/discovery.proto",
-];
-
-/** The real Envoy API schemas (snake_case names), loaded once per call. */
+/** The real Envoy API schemas (snake_case names). */
 export async function envoyRoot(): Promise<protobuf.Root> {
-  const root = new protobuf.Root();
-  root.resolvePath = (origin, target) => {
-    for (const dir of INCLUDE) {
-      const p = join(dir, target);
-      if (existsSync(p)) return p;
-    }
-    return protobuf.util.path.resolve(origin, target);
-  };
-  await root.load(ENVOY_FILES, { keepCase: true });
-  root.resolveAll();
-  return root;
+  return envoyProtoRoot();
 }
 
 /** Decode bytes as a real Envoy message into plain JSON-ish form (enums as names, Any unpacked by us). */

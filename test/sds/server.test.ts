@@ -13,6 +13,7 @@ import { sdsCodec, SECRET_TYPE_URL } from "../../src/sds/proto.ts";
 import { SdsServer, SDS_SERVICE } from "../../src/sds/server.ts";
 import { until } from "./fake-clock.ts";
 import { rig, type Rig } from "./helpers.ts";
+import { ENVOY_API_INCLUDES } from "../support/envoy-protos.ts";
 
 const codec = sdsCodec();
 const pass = (b: Buffer) => b;
@@ -114,8 +115,7 @@ describe("StreamSecrets (SotW, Istio semantics)", () => {
     const s = sotw();
     s.send(["default"]);
     await until(() => s.got.length === 1, "response");
-    const deps = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
-    const def = protoLoader.loadSync("envoy/extensions/transport_sockets/tls/v3/secret.proto", { includeDirs: [`${deps}/envoy-api`, `${deps}/xds`, `${deps}/googleapis`, `${deps}/protoc-gen-validate`] });
+    const def = protoLoader.loadSync("envoy/extensions/transport_sockets/tls/v3/secret.proto", { includeDirs: ENVOY_API_INCLUDES });
     // Re-encode what we received with our codec and decode with proto-loader's descriptor-backed type.
     const raw = codec.encodeSecret(s.got[0]!.resources[0]!);
     const Secret = (grpc.loadPackageDefinition(def) as any).envoy.extensions.transport_sockets.tls.v3.Secret;

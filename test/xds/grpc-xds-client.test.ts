@@ -6,34 +6,13 @@
 import { afterAll, expect, test } from "bun:test";
 import * as grpc from "@grpc/grpc-js";
 import protobuf from "protobufjs";
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { envoyProtoRoot } from "../support/envoy-protos.ts";
 import { serve, type AnyResource } from "../support/fake-istiod.ts";
 import { startHarness, type Harness } from "./harness.ts";
 
-const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
-const INCLUDES = [...["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(DEPS, d)), join(import.meta.dir, "../../node_modules/protobufjs")];
-
-function envoyRoot(): protobuf.Root {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => {
-    for (const inc of INCLUDES) if (existsSync(join(inc, target))) return join(inc, target);
-    return target;
-  };
-  root.loadSync(
-    [
-      "envoy/config/listener/v3/listener.proto",
-      "envoy/config/route/v3/route.proto",
-      "envoy/config/cluster/v3/cluster.proto",
-      "envoy/config/endpoint/v3/endpoint.proto",
-      "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
-      "envoy/extensions/filters/http/router/v3/router.proto",
-    ],
-    { keepCase: true },
-  );
-  root.resolveAll();
-  return root;
-}
+const envoyRoot = envoyProtoRoot;
 
 const T = (root: protobuf.Root, name: string, obj: Record<string, unknown>): Uint8Array => {
   const t = root.lookupType(name);

@@ -63,12 +63,6 @@ export const MAX_WINDOW = 0x7fff_ffff;
 export const MIN_FRAME_SIZE = 16_384;
 export const MAX_FRAME_SIZE = 16_777_215;
 
-export function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
-  const b = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  writeFrameHeader(b, 0, length, type, flags, streamId);
-  return b;
-}
-
 export function writeFrameHeader(b: Uint8Array, at: number, length: number, type: number, flags: number, streamId: number): void {
   b[at] = (length >>> 16) & 0xff;
   b[at + 1] = (length >>> 8) & 0xff;

@@ -8,6 +8,12 @@ import { huffmanDecode } from "./huffman.ts";
 
 export type HeaderList = [name: string, value: string][];
 
+/** The first value of header `name` (lowercase) in a decoded list. */
+export function headerValue(h: HeaderList, name: string): string | undefined {
+  for (const [k, v] of h) if (k === name) return v;
+  return undefined;
+}
+
 export class HpackError extends Error {
   override name = "HpackError";
 }

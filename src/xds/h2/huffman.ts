@@ -66,7 +66,7 @@ let tables: ReturnType<typeof decodeTables> | undefined;
 const huffmanTables = () => (tables ??= decodeTables());
 
 /** Canonical code of each symbol. */
-export function huffmanCode(sym: number): number {
+function huffmanCode(sym: number): number {
   return huffmanTables().codes[sym]!;
 }
 
