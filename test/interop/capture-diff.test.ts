@@ -1,0 +1,92 @@
+// Differential: `istio-iptables --dry-run` of our agent and of Istio's pilot-agent on the same
+// generated flag/environment combinations. The iptables-restore inputs each would feed are
+// compared byte for byte, the effective config block line for line, and a rejected input must
+// be rejected by both. INTEROP_SEED picks the corpus, INTEROP_CAPTURE_CASES its size.
+
+import { expect, test } from "bun:test";
+import { describeRequiring } from "../support/requires.ts";
+import { DIST_AGENT, requireBinary } from "../support/binary.ts";
+import { interopUnmet, PILOT_AGENT } from "./support/go-build.ts";
+import { captureCase, reproduce, transcriptOf, type CaptureCase } from "./support/capture-corpus.ts";
+import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
+
+/** Known, reported differences: a case matching one is compared without the listed part. */
+const EXPECTED_DIFFERENCES: { name: string; applies: (c: CaptureCase) => boolean; part: "config" | "restores" | "exit"; reason: string }[] = [];
+
+/** Lines only we print in the config block (documented in docs/compat.md). */
+const OUR_EXTRA_CONFIG = /^IPTABLES_TRACE_LOGGING=/;
+
+interface Outcome {
+  code: number;
+  log: string;
+}
+
+async function dryRun(bin: string, c: CaptureCase): Promise<Outcome> {
+  const p = Bun.spawn([bin, "istio-iptables", ...c.args], {
+    cwd: "/",
+    env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...c.env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { code, log: out + "\n" + err };
+}
+
+describeRequiring({ check: interopUnmet }, "capture differential: istio-iptables --dry-run, ours vs Istio's pilot-agent", () => {
+  const seed = corpusSeed(15001);
+  const size = Number(process.env.INTEROP_CAPTURE_CASES ?? 500);
+  const rng = seededRng(seed);
+  const seen = new Set<string>();
+  const cases: CaptureCase[] = [];
+  while (cases.length < size) {
+    const c = captureCase(rng);
+    const key = JSON.stringify(c);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    cases.push(c);
+  }
+
+  test("the transcript extraction finds the restore input in Istio's own output", async () => {
+    const o = await dryRun(PILOT_AGENT, { args: ["--dry-run"], env: {} });
+    const t = transcriptOf(o.log);
+    expect(o.code).toBe(0);
+    expect(t.restores.length).toBe(1);
+    expect(t.restores[0]!.split("\n").slice(0, 3)).toEqual(["iptables-restore", "* nat", "-N ISTIO_INBOUND"]);
+    expect(t.config).toContain("PROXY_PORT=15001");
+  });
+
+  test(`${size} generated cases (seed ${seed}): same restore inputs, same config, same accept/reject`, async () => {
+    requireBinary();
+    console.log(`capture differential: seed ${seed} (INTEROP_SEED=${seed} reproduces), ${cases.length} cases`);
+    const failures: string[] = [];
+    let accepted = 0;
+    await mapLimit(cases, 6, async (c) => {
+      const [theirs, ours] = await Promise.all([dryRun(PILOT_AGENT, c), dryRun(DIST_AGENT, c)]);
+      const skip = new Set(EXPECTED_DIFFERENCES.filter((d) => d.applies(c)).map((d) => d.part));
+      const problems: string[] = [];
+      if (!skip.has("exit") && (theirs.code === 0) !== (ours.code === 0)) {
+        problems.push(`exit: Istio ${theirs.code}, ours ${ours.code}`);
+      }
+      if (theirs.code === 0 && ours.code === 0) {
+        accepted++;
+        const a = transcriptOf(theirs.log);
+        const b = transcriptOf(ours.log);
+        if (!skip.has("restores") && JSON.stringify(a.restores) !== JSON.stringify(b.restores)) {
+          problems.push(`restore inputs differ:\n--- Istio\n${a.restores.join("\n")}\n--- ours\n${b.restores.join("\n")}`);
+        }
+        const ourConfig = b.config.filter((l) => !OUR_EXTRA_CONFIG.test(l));
+        if (!skip.has("config") && JSON.stringify(a.config) !== JSON.stringify(ourConfig)) {
+          const only = (x: string[], y: string[]) => x.filter((l) => !y.includes(l));
+          problems.push(`config differs: Istio only ${JSON.stringify(only(a.config, ourConfig))}, ours only ${JSON.stringify(only(ourConfig, a.config))}`);
+        }
+      }
+      if (problems.length) failures.push(`${reproduce(c, "<agent>")}\n  ${problems.join("\n  ")}`);
+    });
+    if (failures.length) {
+      console.log(`capture differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 8).join("\n\n")}`);
+    }
+    expect(failures.length).toBe(0);
+    // A corpus where nearly everything is rejected would prove nothing.
+    expect(accepted).toBeGreaterThan(cases.length / 2);
+  }, 900_000);
+});

@@ -1,0 +1,141 @@
+// Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference) and
+// istiod-lite (Istio's discovery server and CA on loopback), into test/interop/.bin (ignored).
+// Rebuilt only when go.mod, go.sum, the Go sources or the Go version change (a stamp file).
+// Nothing built here ships in dist/agent.
+//
+// Run ahead of time with `bun test/interop/support/go-build.ts`; the suites call ensureBuilt().
+
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+export const INTEROP_DIR = resolve(import.meta.dir, "..");
+export const BIN_DIR = join(INTEROP_DIR, ".bin");
+export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
+export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
+const STAMP = join(BIN_DIR, "stamp");
+
+/** istio.io/istio as go.mod requires it: the nearest version the module proxy serves after the pinned commit. */
+export const ISTIO_VERSION = "v0.0.0-20260826214018-9739e10eb9d7";
+
+/**
+ * Modules Istio's go.mod requires at versions the module proxy does not serve. go.mod replaces
+ * them with a folder under .deps/, filled from the module proxy when it serves the exact
+ * version, else from a local git mirror of the upstream repository at the exact commit.
+ */
+const LOCAL_MODULES = [
+  {
+    module: "github.com/agentgateway/agentgateway/api",
+    version: "v0.0.0-20260506232448-6ae4ab07bb06",
+    dir: ".deps/agentgateway-api",
+    mirror: "agentgateway+agentgateway/repo",
+    commit: "6ae4ab07bb06",
+    subdir: "api",
+  },
+];
+
+/** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
+export function findGo(): string | undefined {
+  const explicit = process.env.INTEROP_GO;
+  if (explicit) return existsSync(explicit) ? explicit : undefined;
+  return Bun.which("go") ?? (existsSync("/usr/local/go/bin/go") ? "/usr/local/go/bin/go" : undefined);
+}
+
+function run(cmd: string[], cwd: string, env: Record<string, string | undefined> = {}): string {
+  const p = Bun.spawnSync(cmd, { cwd, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  if (p.exitCode !== 0) {
+    throw new Error(`${cmd.join(" ")} (in ${cwd}) exited ${p.exitCode}:\n${p.stderr.toString().slice(-4000)}`);
+  }
+  return p.stdout.toString();
+}
+
+function goSources(dir: string, out: string[] = []): string[] {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.name.startsWith(".") || e.name === "node_modules") continue;
+    const p = join(dir, e.name);
+    if (e.isDirectory()) goSources(p, out);
+    else if (e.name.endsWith(".go")) out.push(p);
+  }
+  return out.sort();
+}
+
+/** Hash of everything the binaries are built from. */
+export function sourceStamp(go: string): string {
+  const h = createHash("sha256");
+  h.update(run([go, "version"], INTEROP_DIR));
+  for (const f of ["go.mod", "go.sum", ...goSources(INTEROP_DIR).map((p) => p.slice(INTEROP_DIR.length + 1))]) {
+    h.update(f + "\0");
+    h.update(readFileSync(join(INTEROP_DIR, f)));
+  }
+  return h.digest("hex");
+}
+
+function fillLocalModules(go: string): void {
+  for (const m of LOCAL_MODULES) {
+    const dest = join(INTEROP_DIR, m.dir);
+    if (existsSync(join(dest, "go.mod"))) continue;
+    const tmp = `${dest}.tmp-${process.pid}`;
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    // 1. The module proxy, asked outside this module so go.mod's replace does not apply.
+    const dl = Bun.spawnSync([go, "mod", "download", "-json", `${m.module}@${m.version}`], { cwd: "/", stdout: "pipe", stderr: "pipe" });
+    const info = dl.exitCode === 0 ? (JSON.parse(dl.stdout.toString()) as { Dir?: string }) : {};
+    if (info.Dir) {
+      cpSync(info.Dir, tmp, { recursive: true });
+    } else {
+      // 2. A git mirror of the upstream repository (INTEROP_GIT_MIRRORS, default /work/.mirror).
+      const repo = join(process.env.INTEROP_GIT_MIRRORS ?? "/work/.mirror", m.mirror);
+      if (!existsSync(repo)) {
+        rmSync(tmp, { recursive: true, force: true });
+        throw new Error(`${m.module}@${m.version}: the module proxy does not serve it and no git mirror at ${repo} (set INTEROP_GIT_MIRRORS to a folder holding ${m.mirror})`);
+      }
+      const tar = Bun.spawnSync(["git", "-C", repo, "archive", m.commit, m.subdir], { stdout: "pipe", stderr: "pipe" });
+      if (tar.exitCode !== 0) throw new Error(`git archive ${m.commit} in ${repo}: ${tar.stderr.toString()}`);
+      const x = Bun.spawnSync(["tar", "-x", "-C", tmp, "--strip-components=1"], { stdin: tar.stdout, stderr: "pipe" });
+      if (x.exitCode !== 0) throw new Error(`unpacking ${m.module}: ${x.stderr.toString()}`);
+    }
+    rmSync(dest, { recursive: true, force: true });
+    renameSync(tmp, dest);
+  }
+}
+
+export interface BuildResult {
+  built: boolean;
+  seconds: number;
+}
+
+/** Builds both binaries unless the stamp says they are current. Throws with the go output on failure. */
+export function ensureBuilt(log: (line: string) => void = () => {}): BuildResult {
+  const go = findGo();
+  if (!go) throw new Error("Go not found (install Go, or set INTEROP_GO to the go binary)");
+  const stamp = sourceStamp(go);
+  const fresh = existsSync(STAMP) && readFileSync(STAMP, "utf8") === stamp && existsSync(PILOT_AGENT) && existsSync(ISTIOD_LITE);
+  if (fresh) return { built: false, seconds: 0 };
+  const t0 = performance.now();
+  mkdirSync(BIN_DIR, { recursive: true });
+  fillLocalModules(go);
+  log("interop: building Istio's pilot-agent and istiod-lite (first build with a cold module cache takes minutes)");
+  for (const [out, pkg] of [[PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"], [ISTIOD_LITE, "./istiod-lite"]] as const) {
+    const tmp = `${out}.tmp-${process.pid}`;
+    run([go, "build", "-o", tmp, pkg], INTEROP_DIR);
+    renameSync(tmp, out);
+  }
+  writeFileSync(STAMP, stamp);
+  return { built: true, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** For describeRequiring's `check`: why the interop binaries cannot be used, or undefined. */
+export function interopUnmet(): string | undefined {
+  if (!findGo()) return "Go (https://go.dev/dl, or set INTEROP_GO); then `bun test/interop/support/go-build.ts`";
+  try {
+    ensureBuilt((l) => console.log(l));
+    return undefined;
+  } catch (e) {
+    return `the Go interop binaries to build: ${(e as Error).message.split("\n").slice(0, 6).join(" | ")}`;
+  }
+}
+
+if (import.meta.main) {
+  const r = ensureBuilt((l) => console.log(l));
+  console.log(r.built ? `interop: built in ${r.seconds.toFixed(0)} s into ${BIN_DIR}` : `interop: ${BIN_DIR} is current`);
+}
