@@ -15,24 +15,22 @@ export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
 export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
 const STAMP = join(BIN_DIR, "stamp");
 
-/** istio.io/istio as go.mod requires it: the nearest version the module proxy serves after the pinned commit. */
-export const ISTIO_VERSION = "v0.0.0-20260826214018-9739e10eb9d7";
+/** The pinned commit (../shared/reference/istio-agent.md) as a Go pseudo-version. */
+export const ISTIO_COMMIT = "86c9f01fd735fb01d8192f5bcaf0d424afb7f14c";
+export const ISTIO_VERSION = "v0.0.0-20260822200018-86c9f01fd735";
+/** Where go.mod's replace directive expects the source of istio.io/istio at ISTIO_COMMIT. */
+export const ISTIO_SRC = join(INTEROP_DIR, ".deps/istio");
 
 /**
- * Modules Istio's go.mod requires at versions the module proxy does not serve. go.mod replaces
- * them with a folder under .deps/, filled from the module proxy when it serves the exact
- * version, else from a local git mirror of the upstream repository at the exact commit.
+ * Modules go.mod replaces with a folder under .deps/ because the module proxy does not serve
+ * the pinned version. Each is filled from, in order: the module proxy (should it start serving
+ * it), `GOPROXY=direct` (git from the origin), a local git mirror of the repository
+ * (INTEROP_GIT_MIRRORS/<mirror>, default /work/.mirror).
  */
-const LOCAL_MODULES = [
-  {
-    module: "github.com/agentgateway/agentgateway/api",
-    version: "v0.0.0-20260506232448-6ae4ab07bb06",
-    dir: ".deps/agentgateway-api",
-    mirror: "agentgateway+agentgateway/repo",
-    commit: "6ae4ab07bb06",
-    subdir: "api",
-  },
-];
+const LOCAL_MODULES = [{ module: "istio.io/istio", version: ISTIO_VERSION, dir: ".deps/istio", mirror: "istio+istio/repo", commit: ISTIO_COMMIT, subdir: "" }];
+
+/** A note in each filled folder saying where its source came from. */
+export const SOURCE_NOTE = ".interop-source";
 
 /** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
 export function findGo(): string | undefined {
@@ -77,9 +75,22 @@ function fillLocalModules(go: string): void {
     const tmp = `${dest}.tmp-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
-    // 1. The module proxy, asked outside this module so go.mod's replace does not apply.
-    const dl = Bun.spawnSync([go, "mod", "download", "-json", `${m.module}@${m.version}`], { cwd: "/", stdout: "pipe", stderr: "pipe" });
-    const info = dl.exitCode === 0 ? (JSON.parse(dl.stdout.toString()) as { Dir?: string }) : {};
+    // 1-2. The module proxy, then the origin, asked outside this module so go.mod's replace does not apply.
+    let info: { Dir?: string } = {};
+    let source = "";
+    for (const proxy of [undefined, "direct"]) {
+      const dl = Bun.spawnSync([go, "mod", "download", "-json", `${m.module}@${m.version}`], {
+        cwd: "/",
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, ...(proxy ? { GOPROXY: proxy } : {}), GOFLAGS: "-mod=mod" },
+      });
+      if (dl.exitCode === 0) info = JSON.parse(dl.stdout.toString()) as { Dir?: string };
+      if (info.Dir) {
+        source = `go mod download (GOPROXY=${proxy ?? "default"})`;
+        break;
+      }
+    }
     if (info.Dir) {
       cpSync(info.Dir, tmp, { recursive: true });
     } else {
@@ -89,11 +100,15 @@ function fillLocalModules(go: string): void {
         rmSync(tmp, { recursive: true, force: true });
         throw new Error(`${m.module}@${m.version}: the module proxy does not serve it and no git mirror at ${repo} (set INTEROP_GIT_MIRRORS to a folder holding ${m.mirror})`);
       }
-      const tar = Bun.spawnSync(["git", "-C", repo, "archive", m.commit, m.subdir], { stdout: "pipe", stderr: "pipe" });
+      const archive = `${tmp}.tar`;
+      const tar = Bun.spawnSync(["git", "-C", repo, "archive", "-o", archive, m.commit, ...(m.subdir ? [m.subdir] : [])], { stderr: "pipe" });
       if (tar.exitCode !== 0) throw new Error(`git archive ${m.commit} in ${repo}: ${tar.stderr.toString()}`);
-      const x = Bun.spawnSync(["tar", "-x", "-C", tmp, "--strip-components=1"], { stdin: tar.stdout, stderr: "pipe" });
+      const x = Bun.spawnSync(["tar", "-x", "-f", archive, "-C", tmp, ...(m.subdir ? ["--strip-components=1"] : [])], { stderr: "pipe" });
+      rmSync(archive, { force: true });
+      source = `git archive ${m.commit} of ${repo}`;
       if (x.exitCode !== 0) throw new Error(`unpacking ${m.module}: ${x.stderr.toString()}`);
     }
+    writeFileSync(join(tmp, SOURCE_NOTE), `${m.module}@${m.version} from ${source}\n`);
     rmSync(dest, { recursive: true, force: true });
     renameSync(tmp, dest);
   }
