@@ -46,18 +46,6 @@ export const EXPECTED: { doc: "start" | "argv" | "bootstrap" | "grpc"; path: Reg
     reason: "no tracing configured: Istio 1.32 sets no tracer, we default to Zipkin at zipkin.istio-system:9411 (metadata, tracing and a zipkin cluster)",
   },
   {
-    doc: "bootstrap",
-    path: /^node\.metadata\.DNS_PROXY_ADDR$/,
-    applies: (c) => c.env.DNS_PROXY_ADDR !== undefined,
-    reason: "DNS_PROXY_ADDR set: we copy it into the node metadata, Istio does not (only ISTIO_META_* are metadata)",
-  },
-  {
-    doc: "grpc",
-    path: /^node\.metadata\.DNS_PROXY_ADDR$/,
-    applies: (c) => c.env.DNS_PROXY_ADDR !== undefined,
-    reason: "DNS_PROXY_ADDR set: we copy it into the node metadata, Istio does not (only ISTIO_META_* are metadata)",
-  },
-  {
     doc: "start",
     path: /^$/,
     applies: (c) => (c.env.PROXY_CONFIG ?? "").includes('"datadog":{"address":"$('),

@@ -6,14 +6,11 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ISTIO_VERSION } from "./go-build.ts";
+import { ISTIO_SRC } from "./go-build.ts";
 
-/** Istio's own bootstrap template (tools/packaging/common/envoy_bootstrap.json) from the Go module cache. */
+/** Istio's own bootstrap template (tools/packaging/common/envoy_bootstrap.json) at the pinned commit. */
 export function istioBootstrapTemplate(): string {
-  const go = process.env.GOMODCACHE || join(process.env.HOME ?? "/root", "go/pkg/mod");
-  const p = Bun.spawnSync(["/bin/sh", "-c", "go env GOMODCACHE || /usr/local/go/bin/go env GOMODCACHE"], { stdout: "pipe", env: { ...process.env, PATH: `${process.env.PATH}:/usr/local/go/bin` } });
-  const cache = p.stdout.toString().trim() || go;
-  return join(cache, `istio.io/istio@${ISTIO_VERSION}`, "tools/packaging/common/envoy_bootstrap.json");
+  return join(ISTIO_SRC, "tools/packaging/common/envoy_bootstrap.json");
 }
 
 export interface AgentRun {

@@ -5,7 +5,8 @@
 // INTEROP_ENVOY_XDS=sotw|delta acts as Envoy's xDS client: it dials the bootstrap's `xds-grpc`
 // pipe, sends the bootstrap's Node in the first request (as Envoy does), subscribes to CDS and
 // LDS, then to EDS for the EDS clusters and RDS for the route names in the listeners, and ACKs
-// every response. Each response is recorded as {"event":"xds", typeUrl, names}.
+// every response. Each response is recorded as {"event":"xds", typeUrl, names}. With
+// INTEROP_ENVOY_READY=1 its stats say config was received without any xDS stream.
 
 import { appendFileSync, chmodSync, readFileSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
@@ -195,7 +196,9 @@ async function main(): Promise<void> {
   try {
     b = JSON.parse(text) as Bootstrap;
   } catch {}
-  const updates = { cds: 0, lds: 0 };
+  // INTEROP_ENVOY_READY=1: report config received without an xDS stream (status differential).
+  const preset = process.env.INTEROP_ENVOY_READY === "1" ? 1 : 0;
+  const updates = { cds: preset, lds: preset };
   const mode = process.env.INTEROP_ENVOY_XDS;
   if (mode === "sotw" || mode === "delta") {
     const c = b.static_resources?.clusters?.find((x) => x.name === "xds-grpc");
