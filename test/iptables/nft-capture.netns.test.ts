@@ -6,23 +6,10 @@
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { describeRequiring } from "../support/requires.ts";
-import { connect, createPair, iptables, must, parse, setResolvConf, sh, startHelper, type Helper, type Pair } from "./netns.ts";
+import { connect, createPair, inetTables, iptables, must, parse, ruleset, setResolvConf, sh, startHelper, type Helper, type Pair } from "./netns.ts";
 
 const OURS = ["istio-proxy-nat", "istio-proxy-mangle", "istio-proxy-raw"];
 const FOREIGN = "table inet foreign {\n chain out {\n  type filter hook output priority 0; policy accept;\n  counter\n }\n}\n";
-
-/** `nft -s list ruleset` (no counters) in a namespace. */
-export function ruleset(ns: string): string {
-  return must(["ip", "netns", "exec", ns, "nft", "-s", "list", "ruleset"]);
-}
-
-/** Names of the inet tables in a namespace. */
-export function inetTables(ns: string): string[] {
-  return must(["ip", "netns", "exec", ns, "nft", "list", "tables", "inet"])
-    .split("\n")
-    .map((l) => l.trim().replace(/^table inet /, ""))
-    .filter((l) => l !== "");
-}
 
 describeRequiring({ root: true, tools: ["nft", "ip", "setpriv", "dig"], apt: ["nftables", "iproute2", "util-linux", "dnsutils"] }, "native nftables capture on real packets", () => {
   let pair: Pair;
