@@ -1,7 +1,8 @@
 // Real packets for the other native nftables modes, in namespaces this test creates: TPROXY
 // keeping the original source (with its policy routing, not duplicated on re-run), an excluded
-// interface, NFLOG trace lines from `log group` rules, a changed configuration removing a table
-// the new one leaves out, and every shared capture case applied twice to the same ruleset.
+// interface, IPv6 redirects from the same inet tables, NFLOG trace lines from `log group` rules,
+// a changed configuration removing a table the new one leaves out, and every shared capture case
+// applied twice to the same ruleset.
 
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -75,6 +76,23 @@ describeRequiring({ root: true, tools: ["nft", "ip", "setpriv"], apt: ["nftables
       expect(line).toContain("\tiptables\t");
       for (const field of ["uid=1000", "gid=1000", "inDev=\t", "outDev=eth0", `src=${p.podIP}`, `dst=${p.peerIP}`]) expect(line).toContain(field);
     }
+  }, 30_000);
+
+  test("IPv6 in the same inet tables: outbound lands on 15001 and inbound on 15006 with the original destination; the proxy UID goes direct", async () => {
+    const p = pair(26);
+    must(["ip", "-n", p.pod, "addr", "add", "fd00:26::2/64", "dev", "eth0", "nodad"]);
+    must(["ip", "-n", p.peer, "addr", "add", "fd00:26::1/64", "dev", "eth0", "nodad"]);
+    // --dual-stack: IPv6 is on when the namespace has any global IPv6 address.
+    ok(iptables(p.pod, ["--native-nftables", "-u", "1337", "-i", "*", "-b", "*", "--dual-stack"]));
+    expect(ruleset(p.pod)).toContain("ip6 daddr != ::1 tcp dport != 15008 meta skuid 1337 counter jump istio-in-redirect");
+    for (const port of ["15001", "15006"]) await helper(p.pod, "listen.ts", [port, "v6"]);
+    await helper(p.peer, "listen.ts", ["8080", "v6"]);
+    const out = parse(connect(p.pod, "fd00:26::1", 8080, 1000));
+    expect([out.listener, out.orig]).toEqual([15001, "fd00:26:0:0:0:0:0:1:8080"]);
+    const direct = parse(connect(p.pod, "fd00:26::1", 8080, 1337));
+    expect([direct.listener, direct.local]).toEqual([8080, "fd00:26:0:0:0:0:0:1:8080"]);
+    const inbound = parse(connect(p.peer, "fd00:26::2", 9090));
+    expect([inbound.listener, inbound.orig]).toEqual([15006, "fd00:26:0:0:0:0:0:2:9090"]);
   }, 30_000);
 
   test("a re-run without DNS capture removes the raw table the earlier run created", () => {
