@@ -10,7 +10,7 @@ import type { CaptureConfig } from "./config.ts";
 import { compareVersion, type Exec } from "./deps.ts";
 import { NFT_FAMILY, NFT_TABLES, renderCleanupProgram, renderProgram } from "./nft-builder.ts";
 import { generateNftRules } from "./nft-rules.ts";
-import { diffSummaries, NftState, NftStateError, summaryFromJson } from "./nft-state.ts";
+import { diffSummaries, NftState, NftStateError, summaryFromJson, type NftSummary } from "./nft-state.ts";
 
 /** knftables (which Istio uses) needs nft 1.0.1 or later. */
 export const MIN_NFT_VERSION = [1, 0, 1];
@@ -93,7 +93,7 @@ export async function runNftCapture(cfg: CaptureConfig, nft: NftRunner | undefin
   log.info(cfg.CLEANUP_ONLY ? `nftables tables removed:\n${full.trim()}` : `nftables rules programmed:\n${program.trim()}`);
 
   const want = new NftState().apply(full).summary(NFT_FAMILY, NFT_TABLES);
-  let got;
+  let got: NftSummary;
   try {
     got = summaryFromJson(await nft.run(["-j", "list", "ruleset", NFT_FAMILY]), NFT_FAMILY, NFT_TABLES);
   } catch (e) {

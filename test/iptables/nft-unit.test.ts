@@ -195,6 +195,13 @@ describe("agent iptables --native-nftables (real run on a fake nft)", () => {
     expect(r.out + r.err).toContain("nft 0.9.8 is too old: native nftables needs nft 1.0.1 or later");
   });
 
+  test("a missing nft binary fails the run with a message naming nft", async () => {
+    let out = "";
+    const code = await runIptables(["--native-nftables", "-u", "1337"], {}, { stdout: (t) => (out += t), stderr: (t) => (out += t), host, exec: async () => { throw new Error('Executable not found in $PATH: "nft"'); } });
+    expect(code).toBe(1);
+    expect(out).toContain('nft --version: Executable not found in $PATH: "nft"');
+  });
+
   test("--cleanup-only applies only the cleanup transaction", async () => {
     const r = await cli(["--native-nftables", "--cleanup-only", "-u", "1337"], (a) => (a[0] === "-j" ? { code: 0, stdout: '{"nftables": []}' } : goodNft(a)));
     expect({ code: r.code, err: r.err }).toEqual({ code: 0, err: "" });
