@@ -87,12 +87,12 @@ export class NftRuleBuilder {
     return this;
   }
 
-  appendV6(chain: string, table: string, tokens: readonly string[]): this {
-    return this.enableIPv6 ? this.append(chain, table, tokens) : this;
+  appendV6(chain: string, table: string, tokens: readonly string[], trace?: string): this {
+    return this.enableIPv6 ? this.append(chain, table, tokens, trace) : this;
   }
 
-  insertV6(chain: string, table: string, index: number, tokens: readonly string[]): this {
-    return this.enableIPv6 ? this.insert(chain, table, index, tokens) : this;
+  insertV6(chain: string, table: string, index: number, tokens: readonly string[], trace?: string): this {
+    return this.enableIPv6 ? this.insert(chain, table, index, tokens, trace) : this;
   }
 
   rules(table: string): readonly NftRule[] {

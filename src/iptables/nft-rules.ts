@@ -146,10 +146,9 @@ function outboundInclude(rb: NftRuleBuilder, virt: readonly string[], v4: Networ
     for (const nic of virt) rb.insert("prerouting", NAT, 0, ["iifname", nic, "ip daddr", cidr, C, "jump", "istio-redirect"], TRACE.KubevirtCommand);
     rb.append("istio-output", NAT, ["ip daddr", cidr, C, "jump", "istio-redirect"]);
   }
-  if (!rb.enableIPv6) return;
   for (const cidr of v6.cidrs) {
-    for (const nic of virt) rb.insert("prerouting", NAT, 0, ["iifname", nic, "ip6 daddr", cidr, C, "jump", "istio-redirect"], TRACE.KubevirtCommand);
-    rb.append("istio-output", NAT, ["ip6 daddr", cidr, C, "jump", "istio-redirect"]);
+    for (const nic of virt) rb.insertV6("prerouting", NAT, 0, ["iifname", nic, "ip6 daddr", cidr, C, "jump", "istio-redirect"], TRACE.KubevirtCommand);
+    rb.appendV6("istio-output", NAT, ["ip6 daddr", cidr, C, "jump", "istio-redirect"]);
   }
 }
 
