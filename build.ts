@@ -57,23 +57,29 @@ function git(...cmd: string[]): string | undefined {
   return r.exitCode === 0 ? r.stdout.toString().trim() : undefined;
 }
 
-function listFiles(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+function listFiles(root: string, dir: string): string[] {
+  if (!existsSync(join(root, dir))) return [];
+  return readdirSync(join(root, dir), { recursive: true, encoding: "utf8" })
     .map((f) => join(dir, f))
-    .filter((f) => statSync(f).isFile())
+    .filter((f) => statSync(join(root, f)).isFile())
     .sort();
 }
 
-function inputsHash(out: Output, bytecode: boolean): string {
+/** Digest of everything a build of `target` depends on under `root` (names and contents). */
+export function inputsHash(root: string, target: string | undefined, bytecode: boolean, bunVersion: string): string {
   const h = new Bun.CryptoHasher("sha256");
-  h.update(`bun ${Bun.version} target ${out.target ?? "host"} bytecode ${bytecode}\n`);
-  for (const f of [...INPUT_FILES.filter((f) => existsSync(f)), ...INPUT_DIRS.flatMap(listFiles)]) {
+  h.update(`bun ${bunVersion} target ${target ?? "host"} bytecode ${bytecode}\n`);
+  for (const f of [...INPUT_FILES.filter((f) => existsSync(join(root, f))), ...INPUT_DIRS.flatMap((d) => listFiles(root, d))]) {
     h.update(`${f}\0`);
-    h.update(readFileSync(f));
+    h.update(readFileSync(join(root, f)));
     h.update("\0");
   }
   return h.digest("hex");
+}
+
+/** True when `file` exists and `stamp` records exactly `hash` (the inputs it was built from). */
+export function upToDate(file: string, stamp: string, hash: string): boolean {
+  return existsSync(file) && existsSync(stamp) && readFileSync(stamp, "utf8") === hash;
 }
 
 function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>): boolean {
@@ -142,8 +148,8 @@ function main(argv: string[]): number {
   for (const out of OUTPUTS.filter((o) => only.includes(o.name))) {
     const file = join(outdir, out.name);
     const stamp = join(outdir, `.${out.name}.inputs`);
-    const hash = inputsHash(out, bytecode);
-    if (ifChanged && existsSync(file) && existsSync(stamp) && readFileSync(stamp, "utf8") === hash) {
+    const hash = inputsHash(".", out.target, bytecode, Bun.version);
+    if (ifChanged && upToDate(file, stamp, hash)) {
       console.log(`${file} is up to date`);
     } else {
       if (!compile(file, out.target, bytecode, defines)) {

@@ -3,10 +3,10 @@
 // binary whose needs differ from build-needs.json fails the build.
 
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { needsDiff, type NeedsExpectation } from "../../build.ts";
+import { dirname, join, resolve } from "node:path";
+import { inputsHash, needsDiff, upToDate, type NeedsExpectation } from "../../build.ts";
 import { readElfNeeds } from "../../scripts/elf-needs.ts";
 import { DIST_AGENT, requireBinary } from "../support/binary.ts";
 import { describeRequiring } from "../support/requires.ts";
@@ -57,6 +57,7 @@ describeRequiring({ tools: ["readelf"], apt: ["binutils"] }, "published binaries
       const run = (needs: string) => Bun.spawnSync([process.execPath, "build.ts", "--only", "agent-linux-arm64", "--if-changed", "--needs", needs], { cwd: REPO, stdout: "pipe", stderr: "pipe" });
       const bad = run(join(dir, "needs.json"));
       expect(bad.exitCode).toBe(1);
+      expect(bad.stdout.toString()).toContain("dist/agent-linux-arm64 is up to date"); // checked without a rebuild
       const err = bad.stderr.toString();
       expect(err).toContain("highest GLIBC_ version \"2.17\", expected \"2.16\"");
       expect(err).toContain("NEEDED [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libdl.so.2, libm.so.6], expected [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libm.so.6]");
@@ -100,5 +101,59 @@ describe("readElfNeeds on bad input", () => {
     h.set([0x7f, 0x45, 0x4c, 0x46, 1, 1, 1]);
     writeFileSync(join(dir, "elf32"), h);
     expect(() => readElfNeeds(join(dir, "elf32"))).toThrow("only 64-bit little-endian ELF is supported (class 1, data 1)");
+  });
+});
+
+describe("build.ts --if-changed: inputs digest and staleness", () => {
+  const root = mkdtempSync(join(tmpdir(), "agent-inputs-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const put = (rel: string, text: string) => {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  };
+  put("package.json", "{}");
+  put("src/main.ts", "a");
+  put("proto/x.proto", "p");
+  put("examples/ignored.ts", "e");
+  const base = inputsHash(root, "bun-linux-arm64", true, "1.4.5");
+
+  test("same inputs, same digest; a file outside the inputs does not count", () => {
+    put("examples/ignored.ts", "changed");
+    expect(inputsHash(root, "bun-linux-arm64", true, "1.4.5")).toBe(base);
+  });
+  test("a changed, added or renamed source, the target, bytecode or Bun version each change it", () => {
+    const seen = new Set([base]);
+    const record = () => {
+      const h = inputsHash(root, "bun-linux-arm64", true, "1.4.5");
+      expect(seen.has(h)).toBe(false);
+      seen.add(h);
+    };
+    put("src/main.ts", "b");
+    record();
+    put("src/lib/new.ts", "n");
+    record();
+    rmSync(join(root, "src/lib/new.ts"));
+    put("src/lib/renamed.ts", "n");
+    record();
+    put("proto/x.proto", "q");
+    record();
+    put("package.json", '{"version":"2"}');
+    record();
+    const now = inputsHash(root, "bun-linux-arm64", true, "1.4.5");
+    for (const h of [inputsHash(root, "bun-linux-x64-musl", true, "1.4.5"), inputsHash(root, "bun-linux-arm64", false, "1.4.5"), inputsHash(root, "bun-linux-arm64", true, "1.4.6")]) {
+      expect(h).not.toBe(now);
+    }
+  });
+  test("up to date only when the binary exists and its stamp holds exactly the digest", () => {
+    const bin = join(root, "dist/agent-x");
+    const stamp = join(root, "dist/.agent-x.inputs");
+    expect(upToDate(bin, stamp, base)).toBe(false);
+    put("dist/.agent-x.inputs", base);
+    expect(upToDate(bin, stamp, base)).toBe(false); // no binary
+    put("dist/agent-x", "elf");
+    expect(upToDate(bin, stamp, base)).toBe(true);
+    expect(upToDate(bin, stamp, base.replace(/.$/, (c) => (c === "0" ? "1" : "0")))).toBe(false);
+    put("dist/.agent-x.inputs", "");
+    expect(upToDate(bin, stamp, base)).toBe(false);
   });
 });
