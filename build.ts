@@ -15,7 +15,7 @@
 // libraries and highest GLIBC_ symbol version. A difference fails the build, so a change in what
 // a binary needs on its target (README's "Build" section) cannot go unnoticed.
 
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readElfNeeds, type ElfNeeds } from "./scripts/elf-needs.ts";
 
@@ -90,10 +90,10 @@ function compile(outfile: string, target: string | undefined, bytecode: boolean,
   const t0 = performance.now();
   const r = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
   if (r.exitCode !== 0) {
-    process.stderr.write(`build ${outfile}${target ? ` (${target})` : ""} failed:\n${r.stderr.toString()}${r.stdout.toString()}\n`);
+    process.stderr.write(`build ${outfile.replace(/\.\d+\.tmp$/, "")}${target ? ` (${target})` : ""} failed:\n${r.stderr.toString()}${r.stdout.toString()}\n`);
     return false;
   }
-  console.log(`built ${outfile}${target ? ` (${target})` : ""} in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+  console.log(`built ${outfile.replace(/\.\d+\.tmp$/, "")}${target ? ` (${target})` : ""} in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
   return true;
 }
 
@@ -152,7 +152,13 @@ function main(argv: string[]): number {
     if (ifChanged && upToDate(file, stamp, hash)) {
       console.log(`${file} is up to date`);
     } else {
-      if (!compile(file, out.target, bytecode, defines)) {
+      // Built beside and renamed into place: a reader never sees half a binary, and a failed
+      // build leaves the previous one.
+      const tmp = `${file}.${process.pid}.tmp`;
+      const ok = compile(tmp, out.target, bytecode, defines);
+      if (ok) renameSync(tmp, file);
+      else rmSync(tmp, { force: true });
+      if (!ok) {
         if (out.target && !onlyArg) {
           console.warn(`warning: ${out.name} not built (target runtime unavailable?)`);
           continue;
