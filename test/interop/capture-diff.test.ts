@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { describeRequiring } from "../support/requires.ts";
 import { DIST_AGENT, requireBinary } from "../support/binary.ts";
 import { interopUnmet, PILOT_AGENT } from "./support/go-build.ts";
-import { captureCase, reproduce, transcriptOf, type CaptureCase } from "./support/capture-corpus.ts";
+import { captureCase, istioNftTranscript, reproduce, transcriptOf, type CaptureCase } from "./support/capture-corpus.ts";
 import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
 
 /** Known, reported differences: a case matching one is compared without the listed part. */
@@ -26,18 +26,23 @@ const OUR_EXTRA_CONFIG = /^IPTABLES_TRACE_LOGGING=/;
 
 interface Outcome {
   code: number;
+  out: string;
   log: string;
 }
 
-async function dryRun(bin: string, c: CaptureCase): Promise<Outcome> {
-  const p = Bun.spawn([bin, "istio-iptables", ...c.args], {
+/** A new network namespace with loopback and a veth pair (10.0.0.5/24, fd00::5/64) up: the agents need a local IP. */
+const NETNS_PREFIX = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add 10.0.0.5/24 dev v0 && ip -6 addr add fd00::5/64 dev v0 nodad && ip link set v0 up && ip link set v1 up && exec "$@"', "netns"];
+
+/** `netns`: run in a new network namespace (Istio's nftables dry run programs the namespace it runs in). */
+async function dryRun(bin: string, c: CaptureCase, netns = false): Promise<Outcome> {
+  const p = Bun.spawn([...(netns ? NETNS_PREFIX : []), bin, "istio-iptables", ...c.args], {
     cwd: "/",
     env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...c.env },
     stdout: "pipe",
     stderr: "pipe",
   });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  return { code, log: out + "\n" + err };
+  return { code, out, log: out + "\n" + err };
 }
 
 describeRequiring({ check: interopUnmet }, "capture differential: istio-iptables --dry-run, ours vs Istio's pilot-agent", () => {
@@ -102,3 +107,44 @@ describeRequiring({ check: interopUnmet }, "capture differential: istio-iptables
     expect(accepted).toBeGreaterThan(cases.length / 2);
   }, 900_000);
 });
+
+describeRequiring(
+  { root: true, tools: ["nft", "unshare", "ip"], apt: ["nftables", "util-linux", "iproute2"], check: interopUnmet },
+  "capture differential: istio-iptables --native-nftables --dry-run, ours vs Istio's pilot-agent",
+  () => {
+    const seed = corpusSeed(15002);
+    const size = Number(process.env.INTEROP_NFT_CASES ?? 150);
+    const rng = seededRng(seed);
+    const cases: CaptureCase[] = [];
+    const seen = new Set<string>();
+    while (cases.length < size) {
+      const c = captureCase(rng);
+      c.args.push("--native-nftables");
+      const key = JSON.stringify(c);
+      if (!seen.has(key)) (seen.add(key), cases.push(c));
+    }
+
+    test(`${size} generated cases (seed ${seed}): the same nftables transaction, same accept/reject`, async () => {
+      requireBinary();
+      console.log(`nftables capture differential: seed ${seed} (INTEROP_SEED=${seed} reproduces), ${cases.length} cases, each agent in its own network namespace`);
+      const failures: string[] = [];
+      let accepted = 0;
+      await mapLimit(cases, 4, async (c) => {
+        const [theirs, ours] = await Promise.all([dryRun(PILOT_AGENT, c, true), dryRun(DIST_AGENT, c, true)]);
+        const expected = EXPECTED_DIFFERENCES.some((d) => d.part === "exit" && d.applies(c));
+        const problems: string[] = [];
+        if (!expected && (theirs.code === 0) !== (ours.code === 0)) problems.push(`exit: Istio ${theirs.code}, ours ${ours.code}`);
+        if (theirs.code === 0 && ours.code === 0) {
+          accepted++;
+          const a = istioNftTranscript(theirs.log) ?? "(none logged)";
+          const b = ours.out.trim();
+          if (a !== b) problems.push(`transactions differ:\n--- Istio\n${a}\n--- ours\n${b}`);
+        }
+        if (problems.length) failures.push(`unshare --net ${reproduce(c, "<agent>")}\n  ${problems.join("\n  ")}`);
+      });
+      if (failures.length) console.log(`nftables capture differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 6).join("\n\n")}`);
+      expect(failures.length).toBe(0);
+      expect(accepted).toBeGreaterThan(cases.length / 2);
+    }, 900_000);
+  },
+);

@@ -68,6 +68,21 @@ export function reproduce(c: CaptureCase, bin: string): string {
   return ["env", "-i", `PATH=${shq(process.env.PATH ?? "")}`, ...env, bin, "istio-iptables", ...c.args.map(shq)].join(" ");
 }
 
+/**
+ * The nftables transaction of a `--native-nftables --dry-run`: Istio logs it after "nftables
+ * rules programmed:" (having run it, so it must run in a throwaway network namespace); we print
+ * it on stdout and run nothing.
+ */
+export function istioNftTranscript(log: string): string | undefined {
+  const lines = log.split("\n");
+  const i = lines.findIndex((l) => LOG_LINE.test(l) && l.endsWith("nftables rules programmed:"));
+  if (i < 0) return undefined;
+  const body: string[] = [];
+  // The dump ends at a whitespace-only line (or the next log line).
+  for (let k = i + 1; k < lines.length && !LOG_LINE.test(lines[k]!) && lines[k]!.trim() !== ""; k++) body.push(lines[k]!);
+  return body.join("\n");
+}
+
 const LOG_LINE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z\t/;
 
 export interface Transcript {
