@@ -32,7 +32,7 @@ export interface RunOptions {
   files: Record<string, string>;
   template: string;
   /** What ends the run: Envoy started (default), or the gRPC bootstrap written (proxyless). */
-  until?: "envoy" | "grpc-bootstrap";
+  until?: "envoy" | "grpc-bootstrap" | (() => boolean);
   timeoutMs?: number;
 }
 
@@ -76,6 +76,7 @@ export async function runAgentUntilEnvoy(o: RunOptions): Promise<AgentRun> {
     const deadline = Date.now() + (o.timeoutMs ?? 15_000);
     const grpcPath = join(dir, "etc/istio/proxy/grpc-bootstrap.json");
     const done = (): boolean => {
+      if (typeof o.until === "function") return o.until();
       if (o.until === "grpc-bootstrap") {
         try {
           JSON.parse(readFileSync(grpcPath, "utf8"));
