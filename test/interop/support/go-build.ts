@@ -119,31 +119,43 @@ export interface BuildResult {
   seconds: number;
 }
 
-/** Builds both binaries unless the stamp says they are current. Throws with the go output on failure. */
-export function ensureBuilt(log: (line: string) => void = () => {}): BuildResult {
+export type Binary = "pilot-agent" | "istiod-lite";
+const PACKAGES: Record<Binary, [string, string]> = {
+  "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
+  "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
+};
+
+/**
+ * Builds the named binaries (default both) unless their stamps say they are current. Throws
+ * with the go output on failure.
+ */
+export function ensureBuilt(log: (line: string) => void = () => {}, which: Binary[] = ["pilot-agent", "istiod-lite"]): BuildResult {
   const go = findGo();
   if (!go) throw new Error("Go not found (install Go, or set INTEROP_GO to the go binary)");
   const stamp = sourceStamp(go);
-  const fresh = existsSync(STAMP) && readFileSync(STAMP, "utf8") === stamp && existsSync(PILOT_AGENT) && existsSync(ISTIOD_LITE);
-  if (fresh) return { built: false, seconds: 0 };
   const t0 = performance.now();
-  mkdirSync(BIN_DIR, { recursive: true });
-  fillLocalModules(go);
-  log("interop: building Istio's pilot-agent and istiod-lite (first build with a cold module cache takes minutes)");
-  for (const [out, pkg] of [[PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"], [ISTIOD_LITE, "./istiod-lite"]] as const) {
+  let built = false;
+  for (const name of which) {
+    const [out, pkg] = PACKAGES[name];
+    const stampFile = `${STAMP}-${name}`;
+    if (existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp && existsSync(out)) continue;
+    mkdirSync(BIN_DIR, { recursive: true });
+    fillLocalModules(go);
+    log(`interop: building ${name} from istio.io/istio@${ISTIO_VERSION} (the first build with a cold module cache takes many minutes)`);
     const tmp = `${out}.tmp-${process.pid}`;
     run([go, "build", "-o", tmp, pkg], INTEROP_DIR);
     renameSync(tmp, out);
+    writeFileSync(stampFile, stamp);
+    built = true;
   }
-  writeFileSync(STAMP, stamp);
-  return { built: true, seconds: (performance.now() - t0) / 1000 };
+  return { built, seconds: (performance.now() - t0) / 1000 };
 }
 
 /** For describeRequiring's `check`: why the interop binaries cannot be used, or undefined. */
-export function interopUnmet(): string | undefined {
+export function interopUnmet(which?: Binary[]): string | undefined {
   if (!findGo()) return "Go (https://go.dev/dl, or set INTEROP_GO); then `bun test/interop/support/go-build.ts`";
   try {
-    ensureBuilt((l) => console.log(l));
+    ensureBuilt((l) => console.log(l), which);
     return undefined;
   } catch (e) {
     return `the Go interop binaries to build: ${(e as Error).message.split("\n").slice(0, 6).join(" | ")}`;
