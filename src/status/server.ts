@@ -5,7 +5,8 @@
 //   /app-health/<c>/{livez,readyz,startupz}, /app-lifecycle/<c>/{prestopz,poststartz}   app probes
 //   POST /quitquitquit, POST /drain    loopback only
 //   /debug/ndsz                        loopback only; the DNS proxy's name table
-//   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: memz
+//   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: every
+//                                      /debug/pprof path answers 501 pointing at /debug/memz, which
 //                                      reports process memory and JavaScript heap statistics)
 
 import type { Server } from "bun";
@@ -198,7 +199,7 @@ export class StatusServer implements Component {
       if (path === "/quitquitquit" || path === "/drain") return await this.lifecycle(path, req, remote);
       if (path.startsWith("/app-health/") || path.startsWith("/app-lifecycle/")) return await this.apps.handle(path, req);
       if (path === "/debug/ndsz") return this.ndsz(req, remote);
-      if (this.opts.profiling && (path === "/debug/memz" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
+      if (this.opts.profiling && (path === "/debug/memz" || path === "/debug/pprof" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
       return text(404, "404 page not found");
     } catch (e) {
       this.log.error(`${req.method} ${path}: ${errorMessage(e)}`);
@@ -249,7 +250,7 @@ export class StatusServer implements Component {
   private async debug(path: string, req: Request, remote: string | undefined): Promise<Response> {
     if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
     if (path !== "/debug/memz") {
-      return text(404, "Go pprof profiles do not exist in this agent (it runs on Bun). /debug/memz reports process memory and JavaScript heap statistics.\n");
+      return text(501, `${path}: not available in this build (Go pprof profiles do not exist in an agent that runs on Bun); use /debug/memz for process memory and JavaScript heap statistics\n`);
     }
     const { heapStats } = await import("bun:jsc");
     const h = heapStats();
