@@ -23,6 +23,7 @@ import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { goExitError } from "./envoy/process.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -57,6 +58,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
+  private terminating = false;
 
   constructor(
     readonly config: AgentConfig,
@@ -101,12 +104,22 @@ export class Agent {
     const stop = this.stopAll.signal;
 
     const lifecycle: LifecycleControl = {
-      quit: () => (this.envoy ? this.envoy.quit() : this.finish(0)),
+      quit: () => {
+        this.terminating = true;
+        return this.envoy ? this.envoy.quit() : this.finish(0);
+      },
       drain: async () => {
         if (this.envoy) await this.envoy.drain();
       },
     };
-    signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        this.terminating = true;
+        if (!this.envoy) this.finish(0);
+      },
+      { once: true },
+    );
 
     try {
       const afterStart = this.afterStart;
@@ -172,9 +185,13 @@ export class Agent {
           bootstrapPath: bootstrap.path,
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
+        this.log.info("Starting proxy agent");
         await this.envoy.start(signal);
         step("envoy");
-        void this.envoy.exited.then((code) => this.finish(code));
+        void this.envoy.exited.then((code) => {
+          this.logEnvoyEnd();
+          this.finish(code);
+        });
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
       }
@@ -188,6 +205,18 @@ export class Agent {
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+  }
+
+  /** Istio's words for how Envoy ended (pkg/envoy/agent.go Run), beside the supervisor's own lines. */
+  private logEnvoyEnd(): void {
+    if (this.terminating) return; // "Agent has successfully terminated" follows once all is stopped
+    const st = this.envoy?.lastExit;
+    if (!st || (st.signal === null && st.code === 0)) {
+      this.log.info("Envoy exited normally");
+      return;
+    }
+    if (st.signal === "SIGKILL") this.log.warn("Envoy may have been out of memory killed. Check memory usage and limits.");
+    this.log.error(`Envoy exited with error: ${goExitError(st)}`);
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */
@@ -209,6 +238,7 @@ export class Agent {
     void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
       if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
       this.log.info("Agent stopped");
+      if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);
     });
   }

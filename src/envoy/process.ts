@@ -78,3 +78,16 @@ const SIGNAL_NUMBERS: Record<string, number> = {
   SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15,
   SIGXCPU: 24, SIGXFSZ: 25, SIGSYS: 31,
 };
+
+/** Go's exec.ExitError text for a status, as Istio's "Envoy exited with error: %v" prints it. */
+export function goExitError(s: ExitStatus): string {
+  if (s.signal === null) return `exit status ${s.code ?? 1}`;
+  return `signal: ${GO_SIGNAL_TEXT[s.signal] ?? s.signal}`;
+}
+
+/** Go's syscall.Signal.String() for the signals an Envoy process dies of. */
+const GO_SIGNAL_TEXT: Record<string, string> = {
+  SIGHUP: "hangup", SIGINT: "interrupt", SIGQUIT: "quit", SIGILL: "illegal instruction", SIGTRAP: "trace/breakpoint trap",
+  SIGABRT: "aborted", SIGBUS: "bus error", SIGFPE: "floating point exception", SIGKILL: "killed", SIGSEGV: "segmentation fault",
+  SIGPIPE: "broken pipe", SIGTERM: "terminated", SIGXCPU: "CPU time limit exceeded", SIGXFSZ: "file size limit exceeded", SIGSYS: "bad system call",
+};

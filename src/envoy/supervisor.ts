@@ -89,6 +89,11 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   /** Pids of the live Envoy epochs, oldest first. */
+  /** How the newest Envoy process ended, once it has (for the agent's final log line). */
+  get lastExit(): ExitStatus | undefined {
+    return this.newestStatus;
+  }
+
   get pids(): number[] {
     return [...this.alive.values()].map((e) => e.proc.pid);
   }

@@ -127,6 +127,7 @@ export class SecretManager implements Component, TrustBundleSink {
     switch (s.kind) {
       case "none":
         log.info(`no CA client: ${s.why}`);
+        log.info("Workload is using file mounted certificates. Skipping connecting to CA");
         return undefined;
       case "local": {
         // A root from files is checked at start (a bad directory stops the agent); a generated
@@ -139,6 +140,11 @@ export class SecretManager implements Component, TrustBundleSink {
       case "istiod": {
         const retries = this.metrics.outgoingRetries;
         const random = this.deps.random;
+        // Istio's lines (pkg/istio-agent agent.go, plugins.go), then ours with the details.
+        log.info(`CA Endpoint ${s.ca.address}, provider Citadel`);
+        if (!s.ca.tls) log.warn("Debug mode or IP-secure network");
+        else if (s.ca.rootCertPath === "SYSTEM" || !s.ca.rootCertPath) log.info(`Using CA ${s.ca.address} cert with system certs`);
+        else log.info(`Using CA ${s.ca.address} cert with certs: ${s.ca.rootCertPath}`);
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
         return lazySigner("istiod", async () => {
           const { IstioCaClient } = await import("../ca/client.ts");

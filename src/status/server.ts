@@ -15,6 +15,7 @@ import type { Component } from "../lib/component.ts";
 import type { HealthReporter, LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { gauge } from "../lib/metrics.ts";
+import { formatGoDuration } from "../lib/duration.ts";
 import type { Readiness } from "../lib/readiness.ts";
 import { AppProbeHandler } from "./apphandler.ts";
 import { parseAppProbers } from "./appprobers.ts";
@@ -213,7 +214,9 @@ export class StatusServer implements Component {
       if (!this.everReady) {
         this.everReady = true;
         const start = this.opts.processStartMs ?? performance.timeOrigin;
-        this.startup.set(((this.opts.now ?? Date.now)() - start) / 1000);
+        const elapsedMs = (this.opts.now ?? Date.now)() - start;
+        this.startup.set(elapsedMs / 1000);
+        this.log.info(`Readiness succeeded in ${formatGoDuration(elapsedMs)}`);
       }
       if (this.lastReady !== "") this.log.info("Envoy proxy is ready");
       this.lastReady = "";
