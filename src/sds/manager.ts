@@ -13,6 +13,7 @@ import type { Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
+import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
@@ -101,7 +102,7 @@ export class SecretManager implements Component, TrustBundleSink {
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
     if (this.mode) {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
-      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock });
+      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
       await this.server.start();
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
