@@ -35,6 +35,13 @@ export interface AgentDeps {
   uptimeMs?: () => number;
 }
 
+/** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
+function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
+  if (!secrets || secrets.opts.signer.kind !== "none") return [];
+  const w = secrets.opts.workloadFiles;
+  return [w.certChainPath, w.keyPath, w.rootCertPath];
+}
+
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
 const STOP_GRACE_MS = 5_000;
 
@@ -183,6 +190,7 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          certificateFiles: mountedCertificateFiles(this.secrets),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         this.log.info("Starting proxy agent");
