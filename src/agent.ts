@@ -24,6 +24,7 @@ import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
 import { goExitError } from "./envoy/process.ts";
+import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -33,6 +34,8 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
+  memory?: { rss(): number; collect(): void };
 }
 
 /** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
@@ -91,6 +94,22 @@ export class Agent {
     } finally {
       this.endStartPath();
     }
+    this.startMemoryLimit();
+  }
+
+  /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
+  private startMemoryLimit(): void {
+    let limitBytes: number | undefined;
+    try {
+      limitBytes = parseGoMemLimit(this.config.env.GOMEMLIMIT);
+    } catch (e) {
+      if (!(e instanceof MemLimitError)) throw e;
+      this.log.warn(`${e.message}; no memory limit`);
+      return;
+    }
+    if (limitBytes === undefined) return;
+    const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
