@@ -40,12 +40,12 @@ export interface SecretManagerDeps {
   warmAfter?: Promise<unknown>;
 }
 
-/** A blocker registered only while raised (reblock) and removed on clear. */
+/** A readiness warning registered only while raised (reblock) and removed on clear. */
 function lazyBlocker(readiness: Readiness, name: string): Blocker {
   let b: Blocker | undefined;
   return {
     reblock: () => {
-      b = b ?? readiness.block(name);
+      b = b ?? readiness.warn(name);
       b.reblock();
     },
     fail: (err) => b?.fail(err),
@@ -72,7 +72,7 @@ export class SecretManager implements Component, TrustBundleSink {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
-    this.warmed = deps.readiness.block(WARMED_BLOCKER);
+    this.warmed = deps.readiness.warn(WARMED_BLOCKER);
   }
 
   async start(signal: AbortSignal): Promise<void> {

@@ -218,7 +218,7 @@ export class StatusServer implements Component {
       this.lastReady = "";
       return new Response("", { status: 200 });
     }
-    const body = renderNotReady(r.pending);
+    const body = renderNotReady(r.pending, r.warnings);
     if (body !== this.lastReady) this.log.warn(`Envoy proxy is NOT ready: ${r.pending.map((p) => `${p.name}: ${p.error}`).join("; ")}`);
     this.lastReady = body;
     return text(503, body);
