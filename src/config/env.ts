@@ -74,7 +74,7 @@ export const PROXY_ENV = {
   WORKLOAD_IDENTITY_SOCKET_FILE: d("WORKLOAD_IDENTITY_SOCKET_FILE", "string", "socket", "security", "SDS socket file name under ./var/run/secrets/workload-spiffe-uds/"),
   PILOT_ENABLE_CA_CRL: d("PILOT_ENABLE_CA_CRL", "bool", true, "security", "Attach the CA CRL file to root secrets when present"),
   XDS_AUTH_PROVIDER: d("XDS_AUTH_PROVIDER", "string", "", "security", "Accepted for compatibility; unused"),
-  XDS_AUTHORIZED_UIDS: d("XDS_AUTHORIZED_UIDS", "string", "", "security", "Beyond Istio: UIDs allowed on the XDS/SDS sockets (default: own UID, 1337, 0; * = any)"),
+  XDS_AUTHORIZED_UIDS: d("XDS_AUTHORIZED_UIDS", "string", "", "security", "Beyond Istio: UIDs allowed on the XDS/SDS sockets (default: own UID, 1337, 0; any UID with DISABLE_ENVOY; * = any)"),
   LOCAL_CA_DIR: d("LOCAL_CA_DIR", "string", "", "security", "Beyond Istio: with CA_PROVIDER=local, load root-cert.pem/root-key.pem from here instead of generating"),
 
   // xDS
