@@ -100,14 +100,14 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       cpuCount: host.cpuCount(),
       root,
       uid: host.uid(),
-      version: info.version,
+      version: info.istioVersion,
     });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;
   }
   const { config } = loaded;
-  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime})`);
+  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime}; Istio ${info.istioVersion} at ${info.istioCommit})`);
   log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
   for (const n of loaded.notes) log.info(n);
   for (const w of loaded.warnings) log.warn(w);
