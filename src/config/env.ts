@@ -42,7 +42,7 @@ export const PROXY_ENV = {
   ISTIO_DUAL_STACK: d("ISTIO_DUAL_STACK", "bool", false, "envoy", "Dual-stack bootstrap (additional localhost/wildcard, lookup family ALL)"),
   ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL: d("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", "bool", false, "envoy", "PROXY protocol on the Envoy health listener"),
   METRICS_LOCALHOST_ACCESS_ONLY: d("METRICS_LOCALHOST_ACCESS_ONLY", "bool", false, "envoy", "Metrics endpoints answer loopback clients only"),
-  ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "on-failure", "envoy", "Beyond Istio: on-failure restarts a crashed Envoy with backoff; never exits with it (Istio's behaviour)"),
+  ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "never", "envoy", "never (Istio's behaviour): when Envoy exits the agent logs it and exits 0; opt-in on-failure restarts a crashed Envoy with backoff"),
   ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time"),
   ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap"),
   ENVOY_RESTART_BUDGET: d("ENVOY_RESTART_BUDGET", "int", 10, "envoy", "Beyond Istio: restarts allowed within ENVOY_RESTART_WINDOW before the agent gives up"),
