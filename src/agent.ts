@@ -34,6 +34,9 @@ export interface AgentDeps {
   uptimeMs?: () => number;
 }
 
+/** pilot-agent's exit code when its command fails (os.Exit(-1)). */
+export const START_FAILURE_EXIT_CODE = 255;
+
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
 const STOP_GRACE_MS = 5_000;
 
@@ -179,10 +182,11 @@ export class Agent {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
       }
     } catch (e) {
+      // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
       this.log.error(`agent failed to start: ${(e as Error).message}`);
-      this.exitCode = 1;
+      this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
-      this.finish(1);
+      this.finish(START_FAILURE_EXIT_CODE);
       return;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";

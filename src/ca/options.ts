@@ -22,6 +22,8 @@ export interface CaClientOptions {
   tls: boolean;
   /** Root PEM file to trust; `SYSTEM` = the OS trust store; undefined with plaintext. */
   rootCertPath?: string | "SYSTEM";
+  /** The root must exist at start (Istio's FindRootCAForCA; a PROV_CERT root is taken on trust). */
+  rootMustExist?: boolean;
   /** TLS server name (SNI and certificate check). */
   serverName?: string;
   /** Client certificate (PROV_CERT). */
@@ -71,6 +73,7 @@ export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, stri
   if (tls) {
     const r = rootCertForCa(env);
     opts.rootCertPath = r === "SYSTEM" ? r : abs(r);
+    opts.rootMustExist = r !== "SYSTEM" && (env.CA_ROOT_CA !== "" || env.PILOT_CERT_PROVIDER === "custom" || env.PROV_CERT === "");
     opts.serverName = env.CA_ADDR === "" && env.ISTIOD_SAN !== "" ? env.ISTIOD_SAN : hostOf(address);
     if (env.PROV_CERT !== "") {
       opts.clientCertPath = abs(join(env.PROV_CERT, "cert-chain.pem"));

@@ -69,6 +69,7 @@ describe("statsd address by host name (compiled agent, system resolver)", () => 
         POD_NAMESPACE: "demo",
         INSTANCE_IP: "10.9.8.7",
         DISABLE_ENVOY: "true",
+        CA_ROOT_CA: "SYSTEM",
         PROXY_CONFIG: JSON.stringify({ statusPort, discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", statsdUdpAddress }),
       },
     });

@@ -14,7 +14,7 @@ afterEach(async () => {
 
 test("proxyless readiness (DISABLE_ENVOY): ready with no xDS client and istiod unreachable; `wait` returns", async () => {
   const pod = await startPod({
-    env: { DISABLE_ENVOY: "true", GRPC_XDS_BOOTSTRAP: "./etc/istio/proxy/grpc-bootstrap.json", CA_ADDR: "127.0.0.1:1" },
+    env: { DISABLE_ENVOY: "true", GRPC_XDS_BOOTSTRAP: "./etc/istio/proxy/grpc-bootstrap.json", CA_ADDR: "127.0.0.1:1", CA_ROOT_CA: "SYSTEM" },
     proxyConfig: { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" },
   });
   cleanups.push(() => pod.box.cleanup(), () => pod.kill());
