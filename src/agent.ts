@@ -20,6 +20,7 @@ import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
+import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
@@ -157,7 +158,9 @@ export class Agent {
       step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
+      const credentialSocketExists = await detectCredentialSocket(cfg.root);
+      if (credentialSocketExists) this.log.info("Credential SDS socket found");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       const grpcWrite = writeGrpcBootstrap(cfg, ctx);
