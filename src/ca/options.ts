@@ -13,6 +13,7 @@ export interface CaEnv {
   PROV_CERT: string;
   ISTIO_META_CLUSTER_ID: string;
   ISTIO_META_CERT_SIGNER: string;
+  COMPLIANCE_POLICY?: string;
 }
 
 export interface CaClientOptions {
@@ -33,6 +34,8 @@ export interface CaClientOptions {
   headers: Record<string, string>;
   /** CSR request metadata (CertSigner). */
   csrMetadata?: Record<string, string>;
+  /** COMPLIANCE_POLICY, applied to the TLS connection. */
+  compliancePolicy?: string;
 }
 
 export const MESH_ROOT_CERT_PATH = "./var/run/secrets/istio/root-cert.pem";
@@ -68,7 +71,7 @@ export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, stri
     if (k.startsWith("CA_HEADER_") && k.length > "CA_HEADER_".length && v !== undefined) headers[k.slice("CA_HEADER_".length)] = v;
   }
   const abs = (p: string) => (isAbsolute(p) ? p : join(root, p));
-  const opts: CaClientOptions = { address, tls, headers };
+  const opts: CaClientOptions = { address, tls, headers, ...(env.COMPLIANCE_POLICY ? { compliancePolicy: env.COMPLIANCE_POLICY } : {}) };
   if (env.ISTIO_META_CERT_SIGNER !== "") opts.csrMetadata = { CertSigner: env.ISTIO_META_CERT_SIGNER };
   if (tls) {
     const r = rootCertForCa(env);

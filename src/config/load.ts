@@ -8,6 +8,7 @@ import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
 import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
 import { validateProxyConfig } from "./validate.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
+import { compliancePolicyProblem } from "../lib/compliance.ts";
 
 export { ConfigError };
 
@@ -53,6 +54,8 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   const notes: string[] = [];
   const { values: env, problems } = readAll(inputs.env, PROXY_ENV);
   for (const p of problems) warnings.push(describeEnvProblem(p));
+  const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
+  if (compliance) warnings.push(compliance);
 
   const labels = readDownward(inputs, LABELS_PATH);
   const annotations = readDownward(inputs, ANNOTATIONS_PATH);

@@ -99,6 +99,8 @@ export interface UpstreamDialConfig {
   keepaliveMs: number;
   keepaliveTimeoutMs: number;
   connectTimeoutMs: number;
+  /** COMPLIANCE_POLICY, applied to the TLS connection. */
+  compliancePolicy: string;
 }
 
 export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDialConfig {
@@ -134,6 +136,7 @@ export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDia
     keepaliveMs: cfg.env.GRPC_KEEPALIVE_INTERVAL,
     keepaliveTimeoutMs: cfg.env.GRPC_KEEPALIVE_TIMEOUT,
     connectTimeoutMs: 5000,
+    compliancePolicy: cfg.env.COMPLIANCE_POLICY,
   };
 }
 
