@@ -20,10 +20,10 @@ import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
+import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
-import { goExitError } from "./envoy/process.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 
 export interface AgentDeps {
@@ -44,6 +44,9 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
   const w = secrets.opts.workloadFiles;
   return [w.certChainPath, w.keyPath, w.rootCertPath];
 }
+
+/** pilot-agent's exit code when its command fails (os.Exit(-1)). */
+export const START_FAILURE_EXIT_CODE = 255;
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
 const STOP_GRACE_MS = 5_000;
@@ -193,7 +196,9 @@ export class Agent {
       step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
+      const credentialSocketExists = await detectCredentialSocket(cfg.root);
+      if (credentialSocketExists) this.log.info("Credential SDS socket found");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       const grpcWrite = writeGrpcBootstrap(cfg, ctx);
@@ -215,35 +220,22 @@ export class Agent {
         this.log.info("Starting proxy agent");
         await this.envoy.start(signal);
         step("envoy");
-        void this.envoy.exited.then((code) => {
-          this.logEnvoyEnd();
-          this.finish(code);
-        });
+        // Istio's "Envoy exited normally/with error" lines come from the supervisor.
+        void this.envoy.exited.then((code) => this.finish(code));
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
       }
     } catch (e) {
+      // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
       this.log.error(`agent failed to start: ${(e as Error).message}`);
-      this.exitCode = 1;
+      this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
-      this.finish(1);
+      this.finish(START_FAILURE_EXIT_CODE);
       return;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
-  }
-
-  /** Istio's words for how Envoy ended (pkg/envoy/agent.go Run), beside the supervisor's own lines. */
-  private logEnvoyEnd(): void {
-    if (this.terminating) return; // "Agent has successfully terminated" follows once all is stopped
-    const st = this.envoy?.lastExit;
-    if (!st || (st.signal === null && st.code === 0)) {
-      this.log.info("Envoy exited normally");
-      return;
-    }
-    if (st.signal === "SIGKILL") this.log.warn("Envoy may have been out of memory killed. Check memory usage and limits.");
-    this.log.error(`Envoy exited with error: ${goExitError(st)}`);
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */

@@ -17,15 +17,24 @@ export const VERSION_FLAGS: FlagSpec[] = [
   { name: "output", short: "o", type: "string", default: "", usage: "One of 'yaml' or 'json'." },
 ];
 
-/** Go's `%#v` of version.BuildInfo. */
+/** Go's `%#v` of version.BuildInfo, then ours: the Istio release and commit this build stands in for. */
 export function longForm(info: BuildInfo): string {
   const q = (s: string) => JSON.stringify(s);
-  return `version.BuildInfo{Version:${q(info.version)}, GitRevision:${q(info.revision)}, GolangVersion:${q(info.runtime)}, BuildStatus:${q(info.status)}, GitTag:${q(info.version)}}`;
+  return `version.BuildInfo{Version:${q(info.version)}, GitRevision:${q(info.revision)}, GolangVersion:${q(info.runtime)}, BuildStatus:${q(info.status)}, GitTag:${q(info.version)}, IstioVersion:${q(info.istioVersion)}, IstioRevision:${q(info.istioCommit)}}`;
 }
 
 /** The clientVersion object: Istio's keys in Istio's order, then ours. */
 export function clientVersion(info: BuildInfo): Record<string, string> {
-  return { version: info.version, revision: info.revision, golang_version: info.runtime, status: info.status, tag: info.version, runtime_version: info.runtime };
+  return {
+    version: info.version,
+    revision: info.revision,
+    golang_version: info.runtime,
+    status: info.status,
+    tag: info.version,
+    runtime_version: info.runtime,
+    istio_version: info.istioVersion,
+    istio_revision: info.istioCommit,
+  };
 }
 
 function sortKeys(o: Record<string, string>): Record<string, string> {

@@ -9,6 +9,7 @@ import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
 import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
 import { validateProxyConfig } from "./validate.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
+import { compliancePolicyProblem } from "../lib/compliance.ts";
 
 export { ConfigError };
 
@@ -59,6 +60,8 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
     (env as { COMPLIANCE_POLICY: string }).COMPLIANCE_POLICY = implied;
     notes.push(`GODEBUG=${env.GODEBUG}: COMPLIANCE_POLICY=${implied} applies`);
   }
+  const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
+  if (compliance) warnings.push(compliance);
 
   const labels = readDownward(inputs, LABELS_PATH);
   const annotations = readDownward(inputs, ANNOTATIONS_PATH);

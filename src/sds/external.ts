@@ -58,3 +58,20 @@ export async function detectSdsMode(root: string, socketFile: string, timeoutMs 
   }
   return { kind: "workload", socketPath };
 }
+
+/**
+ * Istio's credential SDS socket check at start (./var/run/secrets/credential-uds/socket): a live
+ * socket adds the node metadata `credential: "true"`; a socket file nobody answers on is stale and
+ * removed. Returns whether a live socket is there.
+ */
+export async function detectCredentialSocket(root: string, timeoutMs = 1000): Promise<boolean> {
+  const path = join(root, CREDENTIAL_SOCKET_PATH);
+  if (!existsSync(path)) return false;
+  if (statSync(path).isSocket() && (await socketAnswers(path, timeoutMs))) return true;
+  try {
+    rmSync(path, { force: true });
+  } catch (e) {
+    throw new SdsError(`existing credential SDS socket ${path} could not be removed: ${(e as Error).message}`);
+  }
+  return false;
+}
