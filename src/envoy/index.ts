@@ -2,7 +2,6 @@
 // Everything is resolved here once (arguments, drain plan, restart policy, run-as user, admin
 // address); the supervisor itself only sees its narrow options.
 
-import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { parseAnyDuration } from "../lib/duration.ts";
@@ -14,6 +13,7 @@ import { envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLo
 import { knownIstioListeners, resolveDrainPlan } from "./drainplan.ts";
 import { parseRestartMode } from "./restart.ts";
 import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
@@ -63,7 +63,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   if (configYaml === undefined && env.ISTIO_BOOTSTRAP_OVERRIDE !== "") {
     const file = resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE);
     try {
-      configYaml = bootstrapOverrideToJson(readFileSync(file, "utf8"), env.HOST_IP, file);
+      configYaml = bootstrapOverrideToJson(readBoundedTextSync(file, FILE_LIMITS.config), env.HOST_IP, file);
     } catch (err) {
       log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
     }

@@ -3,9 +3,10 @@
 // content changed, mode 0600, or 0644 under Kubernetes (KUBERNETES_SERVICE_HOST set) as Istio.
 // The key is written before the chain so a reader never pairs a new chain with an old key for long.
 
-import { mkdir, readFile, rename, writeFile, chmod, unlink } from "node:fs/promises";
+import { mkdir, rename, writeFile, chmod, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { SdsError } from "./errors.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 export interface OutputFiles {
   key?: string;
@@ -32,7 +33,7 @@ export class OutputCertsWriter {
       const path = join(this.dir, name);
       let current: string | undefined;
       try {
-        current = await readFile(path, "utf8");
+        current = await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate });
       } catch {
         current = undefined;
       }
