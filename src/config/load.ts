@@ -6,7 +6,7 @@ import { readAll, type EnvMap, type EnvProblem } from "./envdecl.ts";
 import { PROXY_ENV } from "./env.ts";
 import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
 import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
-import { validateProxyConfig } from "./validate.ts";
+import { addressProblem, validateProxyConfig } from "./validate.ts";
 import { FILE_LIMITS } from "../lib/boundedfile.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
 
@@ -111,6 +111,9 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   // After validation, as Istio: annotations override discovery address and status port.
   const da = annotations[ANNOTATION_DISCOVERY_ADDRESS];
   if (da !== undefined) {
+    addressProblem(da, (m) => {
+      throw new ConfigError(`annotation ${ANNOTATION_DISCOVERY_ADDRESS}=${JSON.stringify(da)} (from ${ANNOTATIONS_PATH}): invalid discovery address: ${m}`);
+    });
     proxyConfig.discoveryAddress = da;
     sources.discoveryAddress = `annotation ${ANNOTATION_DISCOVERY_ADDRESS}`;
   }
