@@ -115,7 +115,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000 });
+  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000, ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}) });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {
