@@ -1,10 +1,9 @@
-// Seeded fuzzers of the compiled agent's surfaces: the XDS socket (raw bytes, HTTP/2
-// frames, gRPC prefixes up to 4 GiB, CONTINUATION and SETTINGS floods, rapid reset) and the status
-// port (garbage, smuggling, huge headers, slowloris). What must hold: no crash, bounded RSS, and a
-// normal client served after. Counts: FAULTS_FUZZ_COUNT inputs per surface (default 10,000 frames
-// on the XDS socket, 3,000 connections on the status port). (The SDS socket exists only with Envoy; its server shares the
-// HTTP/2 session code fuzzed here.) FAULTS_FUZZ_COUNT (default 10,000 inputs per surface) and
-// FAULTS_FUZZ_SEED reproduce or extend a run.
+// Seeded fuzzers of the compiled agent's surfaces: the XDS socket (raw bytes, HTTP/2 frames, gRPC
+// prefixes up to 4 GiB, CONTINUATION and SETTINGS floods, rapid reset) and the status port
+// (garbage, smuggling, huge headers, slowloris). What must hold: no crash, bounded RSS, and a
+// normal client served after. FAULTS_FUZZ_COUNT sets the inputs per surface (default 10,000
+// frames on the XDS socket, 3,000 connections on the status port); FAULTS_FUZZ_SEED reproduces a
+// run. The SDS socket exists only with Envoy; its server shares the HTTP/2 session fuzzed here.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
