@@ -94,11 +94,6 @@ export class StreamRelay {
     };
   }
 
-  /** True once the upstream stream was opened (the first request arrived). */
-  get dialed(): boolean {
-    return this.upstream !== undefined;
-  }
-
   private openUpstream(): UpstreamStream {
     const upstream = this.upstreamSource!;
     return upstream.open(

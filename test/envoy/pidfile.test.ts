@@ -34,9 +34,11 @@ function pidFile(name: string) {
   return { f, lines, signals };
 }
 
-function sleeper(ignoreTerm = false): ReturnType<typeof Bun.spawn> {
+/** `sleep 300` (optionally ignoring SIGTERM), once it has exec'd (its cmdline names /bin/sleep). */
+async function sleeper(ignoreTerm = false): Promise<ReturnType<typeof Bun.spawn>> {
   const p = ignoreTerm ? Bun.spawn(["/bin/sh", "-c", "trap '' TERM; exec /bin/sleep 300"]) : Bun.spawn(["/bin/sleep", "300"]);
   procs.push(p);
+  for (let i = 0; i < 200 && !readFileSync(`/proc/${p.pid}/cmdline`, "utf8").startsWith("/bin/sleep\0"); i++) await Bun.sleep(10);
   return p;
 }
 
@@ -46,8 +48,8 @@ function startTime(pid: number): string {
 }
 
 describe("Envoy pid file", () => {
-  test("record writes pid, start time and binary; clear removes it", () => {
-    const p = sleeper();
+  test("record writes pid, start time and binary; clear removes it", async () => {
+    const p = await sleeper();
     const { f } = pidFile("a.pid");
     f.record(p.pid, "/bin/sleep");
     expect(readFileSync(join(dir, "a.pid"), "utf8")).toBe(`${p.pid} ${startTime(p.pid)} /bin/sleep\n`);
@@ -56,7 +58,7 @@ describe("Envoy pid file", () => {
   });
 
   test("a recorded Envoy still running is stopped with SIGTERM", async () => {
-    const p = sleeper();
+    const p = await sleeper();
     const { f } = pidFile("b.pid");
     f.record(p.pid, "/bin/sleep");
     expect(await pidFile("b.pid").f.stopStale()).toBe(p.pid);
@@ -66,8 +68,7 @@ describe("Envoy pid file", () => {
   });
 
   test("one that ignores SIGTERM gets SIGKILL after the grace", async () => {
-    const p = sleeper(true);
-    await Bun.sleep(100); // let sh install the trap and exec sleep
+    const p = await sleeper(true);
     const { f } = pidFile("c.pid");
     f.record(p.pid, "/bin/sleep");
     const second = pidFile("c.pid");
@@ -81,7 +82,7 @@ describe("Envoy pid file", () => {
   });
 
   test("a pid now used by another process (other start time) is left alone", async () => {
-    const p = sleeper();
+    const p = await sleeper();
     writeFileSync(join(dir, "d.pid"), `${p.pid} 1 /bin/sleep\n`);
     const { f, signals } = pidFile("d.pid");
     expect(await f.stopStale()).toBeUndefined();
@@ -91,7 +92,7 @@ describe("Envoy pid file", () => {
   });
 
   test("a process that is not the recorded binary is left alone", async () => {
-    const p = sleeper();
+    const p = await sleeper();
     writeFileSync(join(dir, "e.pid"), `${p.pid} ${startTime(p.pid)} /usr/local/bin/envoy\n`);
     const { f, signals } = pidFile("e.pid");
     expect(await f.stopStale()).toBeUndefined();
