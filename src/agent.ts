@@ -163,10 +163,12 @@ export class Agent {
       const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
-      const grpcWrite = writeGrpcBootstrap(cfg, ctx);
+      // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
+      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? writeGrpcBootstrap(cfg, ctx) : undefined;
       const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
-      this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
 
       if (envoyWrite) {
         const bootstrap = await envoyWrite;
