@@ -202,7 +202,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       case "restarting":
         return;
       case "drained":
-        this.markTerminating();
+        // POST /drain keeps readiness as is, as Istio's DrainNow: only the shutdown that follows
+        // (SIGTERM) makes the agent unready.
         return;
       case "draining":
         this.markTerminating();
