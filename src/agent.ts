@@ -36,6 +36,8 @@ export interface AgentDeps {
   uptimeMs?: () => number;
   /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
   memory?: { rss(): number; collect(): void };
+  /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
+  selfCommand?: readonly string[];
 }
 
 /** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
@@ -201,10 +203,12 @@ export class Agent {
       const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
-      const grpcWrite = writeGrpcBootstrap(cfg, ctx);
+      // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
+      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? writeGrpcBootstrap(cfg, ctx) : undefined;
       const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
-      this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
 
       if (envoyWrite) {
         const bootstrap = await envoyWrite;
@@ -215,6 +219,7 @@ export class Agent {
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
           certificateFiles: mountedCertificateFiles(this.secrets),
+          ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         this.log.info("Starting proxy agent");

@@ -3,7 +3,7 @@
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
 import { lookup } from "node:dns/promises";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
 import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "./flags.ts";
@@ -19,6 +19,7 @@ import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import type { InterfaceTable } from "../config/node.ts";
+import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export const PROXY_FLAGS: FlagSpec[] = [
   { name: "domain", type: "string", default: "", usage: "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local" },
@@ -107,10 +108,10 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       type: parsed.positionals[0] ?? "sidecar",
       flags,
       env: flags.localXdsPath ? { ...io.env, LOCAL_XDS_PATH: flags.localXdsPath } : io.env,
-      readFile: (p) => {
+      readFile: (p, maxBytes) => {
         const abs = resolve(root, p);
         if (!existsSync(abs)) return undefined;
-        return readFileSync(abs, "utf8");
+        return readBoundedTextSync(abs, maxBytes);
       },
       parseDownward: parseDownwardApi,
       interfaces: host.interfaces(),
@@ -138,7 +139,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000 });
+  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000, ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}) });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {

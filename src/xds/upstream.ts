@@ -6,12 +6,13 @@
 
 import net, { isIP } from "node:net";
 import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
+import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { complianceTls } from "../lib/compliance.ts";
 
 export interface StreamMeta {
@@ -55,7 +56,7 @@ export const nodeFiles: FileReader = {
   exists: (p) => existsSync(p),
   read: (p) => {
     try {
-      return readFileSync(p);
+      return readBoundedFileSync(p, FILE_LIMITS.certificate);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw e;

@@ -25,7 +25,8 @@ test("proxyless readiness (DISABLE_ENVOY): ready with no xDS client and istiod u
   });
   expect(r.body).toBe("");
   // The injector's postStart hook for the grpc-agent template.
-  const wait = start(pod.box.bin, ["wait", `--url=${url}`, "--timeoutSeconds=10"], { cwd: pod.box.dir });
+  // As the template writes it: localhost, not 127.0.0.1.
+  const wait = start(pod.box.bin, ["wait", `--url=http://localhost:${pod.statusPort}/healthz/ready`, "--timeoutSeconds=10"], { cwd: pod.box.dir });
   expect(await wait.proc.exited).toBe(0);
   // Still ready with nothing connected (sentinel: the agent said it serves the XDS socket).
   expect(pod.tail(200)).toContain("xDS proxy listening on");
