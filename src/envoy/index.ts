@@ -2,8 +2,7 @@
 // Everything is resolved here once (arguments, drain plan, restart policy, run-as user, admin
 // address); the supervisor itself only sees its narrow options.
 
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { parseAnyDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
@@ -14,6 +13,9 @@ import { envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLo
 import { knownIstioListeners, resolveDrainPlan } from "./drainplan.ts";
 import { parseRestartMode } from "./restart.ts";
 import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
+import { defaultLauncher } from "./deathlink.ts";
+import { EnvoyPidFile } from "./pidfile.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
@@ -27,12 +29,16 @@ export interface EnvoyDeps {
   bootstrapPath: string;
   /** JSON for `--config-yaml`; default: the ISTIO_BOOTSTRAP_OVERRIDE file, converted as Istio does. */
   configYaml?: string;
-  /** Files whose change starts a new epoch with ENVOY_HOT_RESTART=true (custom config, mounted certs). */
+  /** Files whose change starts a new epoch with ENVOY_HOT_RESTART=true; default: hotRestartWatchFiles. */
   watchFiles?: string[];
+  /** Workload certificate files mounted into the pod (watched for hot restart). */
+  certificateFiles?: readonly string[];
   /** Reap orphaned zombies; default: the agent is PID 1. */
   reapOrphans?: boolean;
   /** Grace between SIGTERM and SIGKILL when stopping Envoy (default 5s). */
   stopGraceMs?: number;
+  /** The argv prefix that runs the agent again: Envoy is started through it so it dies with the agent. */
+  selfCommand?: readonly string[];
 }
 
 /** Milliseconds from a ProxyConfig duration field, or the default (with a warning) when invalid. */
@@ -44,6 +50,15 @@ function durationField(log: Logger, name: string, v: string | undefined, def: nu
     log.warn(`ProxyConfig.${name}: invalid duration "${v}", using ${def}ms`);
     return def;
   }
+}
+
+/**
+ * What ENVOY_HOT_RESTART watches (as the README says: Envoy's config and mounted certificates):
+ * the bootstrap Envoy is started with (the custom config file, or the rendered envoy-rev.json),
+ * the ISTIO_BOOTSTRAP_OVERRIDE file, and the workload certificate files mounted into the pod.
+ */
+export function hotRestartWatchFiles(f: { bootstrapPath: string; overrideFile?: string | undefined; certificateFiles: readonly string[] }): string[] {
+  return [...new Set([f.bootstrapPath, ...(f.overrideFile ? [f.overrideFile] : []), ...f.certificateFiles])];
 }
 
 /** Map the AgentConfig to the supervisor's options. Exposed for tests and `--dry-run` style printing. */
@@ -63,7 +78,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   if (configYaml === undefined && env.ISTIO_BOOTSTRAP_OVERRIDE !== "") {
     const file = resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE);
     try {
-      configYaml = bootstrapOverrideToJson(readFileSync(file, "utf8"), env.HOST_IP, file);
+      configYaml = bootstrapOverrideToJson(readBoundedTextSync(file, FILE_LIMITS.config), env.HOST_IP, file);
     } catch (err) {
       log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
     }
@@ -76,7 +91,8 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   const custom = pc.customConfigFile ? resolve(cfg.root, pc.customConfigFile) : undefined;
   const adminHost = cfg.node.ipMode === "ipv6" ? "::1" : "127.0.0.1";
   const adminPort = pc.proxyAdminPort ?? 15000;
-  const watchFiles = deps.watchFiles ?? (custom ? [custom] : []);
+  const overrideFile = env.ISTIO_BOOTSTRAP_OVERRIDE !== "" ? resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE) : undefined;
+  const watchFiles = deps.watchFiles ?? hotRestartWatchFiles({ bootstrapPath, overrideFile, certificateFiles: (deps.certificateFiles ?? []).map((f) => resolve(cfg.root, f)) });
 
   return {
     log,
@@ -122,6 +138,19 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
     // Istio removes the file it rendered, never a user's custom config file.
     cleanupFiles: custom === bootstrapPath ? [] : [bootstrapPath],
     ...((deps.reapOrphans ?? process.pid === 1) ? { reaper: { selfPid: process.pid } } : {}),
+    launcher: defaultLauncher(deps.selfCommand, process.pid),
+    pidFile: new EnvoyPidFile(join(dirname(bootstrapPath), "envoy.pid"), {
+      log,
+      kill: (pid, sig) => {
+        try {
+          process.kill(pid, sig);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    }),
   };
 }
 

@@ -114,6 +114,13 @@ describe("after layering", () => {
     expect(config.proxyConfig.statusPort).toBe(15999);
   });
 
+  test("a bad discoveryAddress annotation is refused naming the annotation", () => {
+    for (const bad of ["not an address", "istiod", "istiod:99999", "ist iod:15012"]) {
+      const files = { [ANNOS]: annotationsFile({ "sidecar.istio.io/discoveryAddress": bad }) };
+      expect(() => loadAgentConfig(inputs({ files }))).toThrow(`annotation sidecar.istio.io/discoveryAddress=${JSON.stringify(bad)}`);
+    }
+  });
+
   test("a non-integer status port annotation disables the status server with a warning", () => {
     const files = { [ANNOS]: annotationsFile({ "status.sidecar.istio.io/port": "abc" }) };
     const r = loadAgentConfig(inputs({ files }));
@@ -153,5 +160,18 @@ describe("node identity", () => {
     const { config } = loadAgentConfig(inputs({ files }));
     expect(config.node.ips).toEqual(["127.0.0.1", "::1"]);
     expect(config.node.ipMode).toBe("dual");
+  });
+});
+
+describe("GODEBUG=fips140=only", () => {
+  test("GODEBUG=fips140=only is treated as COMPLIANCE_POLICY=fips-140-3", () => {
+    const { config, notes } = loadAgentConfig(inputs({ env: { GODEBUG: "http2client=0,fips140=only" } }));
+    expect(config.env.COMPLIANCE_POLICY).toBe("fips-140-3");
+    expect(notes).toContain("GODEBUG=http2client=0,fips140=only: COMPLIANCE_POLICY=fips-140-3 applies");
+  });
+
+  test("an explicit COMPLIANCE_POLICY wins; other GODEBUG settings imply nothing", () => {
+    expect(loadAgentConfig(inputs({ env: { GODEBUG: "fips140=only", COMPLIANCE_POLICY: "fips-140-2" } })).config.env.COMPLIANCE_POLICY).toBe("fips-140-2");
+    expect(loadAgentConfig(inputs({ env: { GODEBUG: "fips140=on" } })).config.env.COMPLIANCE_POLICY).toBe("");
   });
 });
