@@ -202,12 +202,16 @@ func loadOrCreateRoot(dir string) (*root, error) {
 // servingCert is istiod's own certificate: the names pilot-agent and ours verify for a
 // loopback discovery address.
 func servingCert(r *root) (tls.Certificate, error) {
+	signer, err := pkiutil.ParsePemEncodedKey(r.keyPEM)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
 	certPEM, keyPEM, err := pkiutil.GenCertKeyFromOptions(pkiutil.CertOptions{
 		Host:          "istiod.istio-system.svc,istiod.istio-system.svc.cluster.local,localhost,127.0.0.1",
 		TTL:           240 * time.Hour,
 		NotBefore:     time.Now().Add(-time.Hour),
 		SignerCert:    r.cert,
-		SignerPrivPem: r.keyPEM,
+		SignerPriv:    signer,
 		IsServer:      true,
 		RSAKeySize:    2048,
 	})

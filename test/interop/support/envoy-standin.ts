@@ -48,14 +48,14 @@ export function readStandinRecords(file: string): StandinRecord[] {
   }
 }
 
-/** JSON value -> google.protobuf.Value in protobufjs object form. */
+/** JSON value -> google.protobuf.Value in protobufjs object form (protobufjs' bundled struct.proto is camelCase). */
 function toValue(v: unknown): Record<string, unknown> {
-  if (v === null || v === undefined) return { null_value: 0 };
-  if (typeof v === "string") return { string_value: v };
-  if (typeof v === "number") return { number_value: v };
-  if (typeof v === "boolean") return { bool_value: v };
-  if (Array.isArray(v)) return { list_value: { values: v.map(toValue) } };
-  return { struct_value: toStruct(v as Record<string, unknown>) };
+  if (v === null || v === undefined) return { nullValue: 0 };
+  if (typeof v === "string") return { stringValue: v };
+  if (typeof v === "number") return { numberValue: v };
+  if (typeof v === "boolean") return { boolValue: v };
+  if (Array.isArray(v)) return { listValue: { values: v.map(toValue) } };
+  return { structValue: toStruct(v as Record<string, unknown>) };
 }
 function toStruct(o: Record<string, unknown>): Record<string, unknown> {
   return { fields: Object.fromEntries(Object.entries(o).map(([k, v]) => [k, toValue(v)])) };

@@ -71,7 +71,9 @@ export async function startIstiodLite(yaml = ""): Promise<IstiodLite> {
     const reader = (p.stdout as ReadableStream<Uint8Array>).getReader();
     let out = "";
     const deadline = Date.now() + 60_000;
-    while (!out.includes("\n")) {
+    // Istio's logger also writes to stdout: the ready line is the one carrying the ports.
+    const readyLine = () => out.split("\n").find((l) => l.startsWith('{"caPort"') || l.startsWith('{"xdsPort"'));
+    while (!readyLine()) {
       const r = await Promise.race([reader.read(), Bun.sleep(Math.max(0, deadline - Date.now())).then(() => "timeout" as const)]);
       if (r === "timeout" || r.done) {
         p.kill("SIGKILL");
@@ -80,7 +82,10 @@ export async function startIstiodLite(yaml = ""): Promise<IstiodLite> {
       out += new TextDecoder().decode(r.value);
     }
     reader.releaseLock();
-    return JSON.parse(out.split("\n")[0]!) as Ready;
+    void (async () => {
+      for await (const _ of p.stdout as ReadableStream<Uint8Array>) void _;
+    })();
+    return JSON.parse(readyLine()!) as Ready;
   };
 
   let ready = await launch();
