@@ -20,6 +20,14 @@ function describeCsr(pem: string): { key: string; subject: string; san: string }
   return { key, subject, san };
 }
 
+/**
+ * Known, reported differences (docs/compat.md, "found by the differential suite"): Istio's CSR
+ * carries an empty Organization (subject "O ="), ours an empty subject; without
+ * ISTIO_META_CLUSTER_ID Istio sends an empty `clusterid` header, we send none. The views below
+ * are compared after mapping exactly these pairs to Istio's side.
+ */
+const EXPECTED = { subject: { theirs: "O =", ours: "" }, clusterIdUnset: { theirs: [""], ours: undefined } };
+
 /** Metadata that says something about the caller (transport headers left out). */
 const CALLER_METADATA = ["authorization", "clusterid"];
 
@@ -76,7 +84,11 @@ describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
         validityDuration: r.request.validityDuration,
         metadata: Object.fromEntries(CALLER_METADATA.map((k) => [k, r.metadata[k]])),
       });
-      expect(view(ours!)).toEqual(view(theirs!));
+      const a = view(theirs!);
+      const b = view(ours!);
+      if (a.csr.subject === EXPECTED.subject.theirs && b.csr.subject === EXPECTED.subject.ours) b.csr.subject = a.csr.subject;
+      if (!("ISTIO_META_CLUSTER_ID" in extra) && JSON.stringify(a.metadata.clusterid) === JSON.stringify(EXPECTED.clusterIdUnset.theirs) && b.metadata.clusterid === EXPECTED.clusterIdUnset.ours) b.metadata.clusterid = a.metadata.clusterid;
+      expect(b).toEqual(a);
     }, 60_000);
   }
 });
