@@ -207,13 +207,13 @@ func servingCert(r *root) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	certPEM, keyPEM, err := pkiutil.GenCertKeyFromOptions(pkiutil.CertOptions{
-		Host:          "istiod.istio-system.svc,istiod.istio-system.svc.cluster.local,localhost,127.0.0.1",
-		TTL:           240 * time.Hour,
-		NotBefore:     time.Now().Add(-time.Hour),
-		SignerCert:    r.cert,
-		SignerPriv:    signer,
-		IsServer:      true,
-		RSAKeySize:    2048,
+		Host:       "istiod.istio-system.svc,istiod.istio-system.svc.cluster.local,localhost,127.0.0.1",
+		TTL:        240 * time.Hour,
+		NotBefore:  time.Now().Add(-time.Hour),
+		SignerCert: r.cert,
+		SignerPriv: signer,
+		IsServer:   true,
+		RSAKeySize: 2048,
 	})
 	if err != nil {
 		return tls.Certificate{}, err
