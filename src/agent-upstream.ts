@@ -23,6 +23,8 @@ export interface UpstreamDeps {
   dnsEnabled: boolean;
   /** Background work (loading the local xDS file) waits for this: the agent's start path is over. */
   afterStart?: Promise<unknown>;
+  /** Monotonic ms (the Wasm cache's expiry). */
+  now?: () => number;
 }
 
 export interface UpstreamSide {
@@ -36,6 +38,7 @@ export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): 
   const local = cfg.env.LOCAL_XDS_PATH
     ? (await import("./local/index.ts")).createLocalXds(cfg, { log: deps.sink.logger("localxds"), registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0", ...(deps.afterStart ? { initAfter: deps.afterStart } : {}) })
     : undefined;
+  const wasm = cfg.env.ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION ? (await import("./wasm/factory.ts")).wasmFromConfig(cfg, deps) : undefined;
   const xds = createXdsProxy(cfg, {
     log: deps.sink.logger("xdsproxy"),
     registry: deps.registry,
@@ -44,8 +47,10 @@ export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): 
     trustBundles: deps.trustBundles,
     dnsEnabled: deps.dnsEnabled,
     ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
+    ...(wasm ? { ecds: wasm.hook } : {}),
   });
-  return { components: local ? [stopsAfter(local, xds), xds] : [xds], health: xds };
+  const relay: Component[] = local ? [stopsAfter(local, xds), xds] : [xds];
+  return { components: wasm ? [wasm.component, ...relay] : relay, health: xds };
 }
 
 /**

@@ -18,6 +18,7 @@ import { StreamRelay } from "./relay.ts";
 import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./types.ts";
 import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
+import type { EcdsHook } from "../wasm/ecds.ts";
 
 export const READINESS_XDS = "xds connected";
 
@@ -41,6 +42,8 @@ export interface XdsProxyOptions {
   /** Largest request accepted from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE). */
   maxRequestBytes: number;
   maxConcurrentStreams?: number;
+  /** ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION); absent = pass-through. */
+  ecds?: EcdsHook;
 }
 
 export class XdsProxy implements Component, HealthReporter {
@@ -116,6 +119,7 @@ export class XdsProxy implements Component, HealthReporter {
       log: this.log,
       metrics: this.metrics,
       onUpstreamConnected: () => this.blocker?.clear(),
+      ecds: this.o.ecds,
     });
     this.active = relay;
     void relay.done.then(() => {
@@ -135,6 +139,7 @@ export interface XdsProxyDeps {
   dnsEnabled: boolean;
   /** Replace the istiod upstream (LOCAL_XDS_PATH, tests). */
   upstream?: Upstream;
+  ecds?: EcdsHook;
 }
 
 /** The composition root's factory: everything from AgentConfig. */
@@ -153,5 +158,6 @@ export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
     subscribePcds: cfg.env.PROXY_CONFIG_XDS_AGENT,
     maxRequestBytes: cfg.env.ISTIO_GPRC_MAXRECVMSGSIZE,
     maxConcurrentStreams: cfg.env.ISTIO_GPRC_MAXSTREAMS,
+    ecds: deps.ecds,
   });
 }
