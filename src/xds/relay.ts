@@ -250,8 +250,8 @@ export class StreamRelay {
   private decide(typeUrl: string): void {
     const buf = this.resBuf!;
     this.resType = typeUrl;
-    const route = routeOf(typeUrl, this.o.internal);
-    this.resState = this.o.ecds && typeUrl === this.o.ecds.typeUrl ? "ecds" : route;
+    const route = this.o.ecds && typeUrl === this.o.ecds.typeUrl ? "ecds" : routeOf(typeUrl, this.o.internal);
+    this.resState = route;
     if (route === "forward") {
       this.writeDown(Buffer.concat([this.resHeader, buf.view()]));
       this.resBuf = undefined;
