@@ -121,8 +121,11 @@ export class HttpFetcher {
     let attempts = 0;
     let lastError = "";
     while (attempts < Math.max(1, this.o.maxAttempts)) {
-      if (signal.aborted) break;
       attempts++;
+      if (signal.aborted) {
+        lastError = `GET ${JSON.stringify(url)}: deadline exceeded`;
+        break;
+      }
       const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(this.o.requestTimeoutMs)]);
       let res: Response;
       try {
@@ -147,7 +150,6 @@ export class HttpFetcher {
       await sleep(backoff, signal);
       backoff = Math.min(backoff * 1.5, 60_000);
     }
-    if (signal.aborted && lastError === "") lastError = "deadline exceeded before the first attempt";
     throw new WasmFetchError(`wasm module download failed after ${attempts} attempts, last error: ${lastError}`);
   }
 }
