@@ -58,6 +58,13 @@ export class OciError extends Error {
   override name = "OciError";
 }
 
+/** The TLS handshake failed because the other side is not TLS (not a certificate problem). */
+function speaksPlainHttp(e: Error): boolean {
+  if (e instanceof OciError || e instanceof RegistryAuthError || e.name === "BlockedAddressError") return false;
+  const code = (e as NodeJS.ErrnoException).code ?? "";
+  return code === "EPROTO" || /speak TLS|wrong version number|HTTP response to HTTPS/i.test(e.message);
+}
+
 function sha256Hex(b: Uint8Array): string {
   return createHash("sha256").update(b).digest("hex");
 }
@@ -85,19 +92,12 @@ class RegistrySession {
       this.base = https;
       return r;
     } catch (e) {
-      if (e instanceof RegistryAuthError || e instanceof OciError || (e as Error).name === "BlockedAddressError" || this.o.signal.aborted) throw e;
-      // go-containerregistry/Istio: a registry answering in plain HTTP is spoken to in plain HTTP.
-      const http = `http://${this.ref.registry}`;
-      let r: Response;
-      try {
-        r = await this.getAuthed(`${http}${path}`, accept);
-      } catch {
-        throw e;
-      }
-      this.o.log.info(`fetching image with plain text from ${this.ref.registry}/${this.ref.repository}`);
-      this.base = http;
-      return r;
+      if (!speaksPlainHttp(e as Error) || this.o.signal.aborted) throw e;
     }
+    // go-containerregistry/Istio: a registry that answers TLS with plain HTTP is spoken to in plain HTTP.
+    this.base = `http://${this.ref.registry}`;
+    this.o.log.info(`fetching image with plain text from ${this.ref.registry}/${this.ref.repository}`);
+    return this.getAuthed(`${this.base}${path}`, accept);
   }
 
   private async getAuthed(url: string, accept?: string): Promise<Response> {
