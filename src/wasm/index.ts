@@ -61,13 +61,8 @@ export function createWasmConversion(s: WasmSettings, deps: WasmDeps): WasmConve
   const timeout = ranged(log, "WASM_HTTP_REQUEST_TIMEOUT", s.httpRequestTimeoutMs, 1, day, DEFAULTS.httpRequestTimeoutMs);
   const retries = ranged(log, "WASM_HTTP_REQUEST_MAX_RETRIES", s.httpRequestMaxRetries, 1, 100, DEFAULTS.httpRequestMaxRetries);
   const maxBytes = ranged(log, "ISTIO_WASM_MAX_BINARY_SIZE_BYTES", s.maxBinaryBytes, 8, 4 * 1024 ** 3, DEFAULTS.maxBinaryBytes);
-  let cidrs: string[] = [];
-  try {
-    cidrs = parseBlockedCidrs(s.blockedCidrs);
-  } catch (e) {
-    // Istio refuses to start on a bad list; we keep serving with the built-in blocks and say so.
-    log.error(`${(e as Error).message}; only link-local and cloud metadata addresses are blocked`);
-  }
+  const { cidrs, problems } = parseBlockedCidrs(s.blockedCidrs);
+  for (const p of problems) log.warn(`${p}; entry ignored, the other ranges apply`);
   const guard = new AddressGuard(cidrs, deps.lookup ?? systemLookup);
   const metrics = wasmMetrics(deps.registry);
   const insecure = new Set(

@@ -34,16 +34,24 @@ function cidr(text: string): Cidr {
   return { text, list };
 }
 
-/** Parse the comma-separated BLOCKED_CIDRS_IN_WASM_FETCH value (empty entries ignored). */
-export function parseBlockedCidrs(value: string): string[] {
-  const out: string[] = [];
+/**
+ * Parse the comma-separated BLOCKED_CIDRS_IN_WASM_FETCH value as Istio does: empty entries are
+ * ignored, an entry that is not a CIDR is skipped (and reported) and the rest still apply.
+ */
+export function parseBlockedCidrs(value: string): { cidrs: string[]; problems: string[] } {
+  const cidrs: string[] = [];
+  const problems: string[] = [];
   for (const raw of value.split(",")) {
     const t = raw.trim();
     if (!t) continue;
-    cidr(t);
-    out.push(t);
+    try {
+      cidr(t);
+      cidrs.push(t);
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
   }
-  return out;
+  return { cidrs, problems };
 }
 
 const ALWAYS = [

@@ -165,15 +165,17 @@ describe("SSRF guard (ssrf_test.go)", () => {
   });
 
   test("TestWasmBlockedIPHonorsConfiguredCIDRs", () => {
-    const g = new AddressGuard(parseBlockedCidrs("10.0.0.0/8"), noLookup);
+    const g = new AddressGuard(parseBlockedCidrs("10.0.0.0/8").cidrs, noLookup);
     expect(g.reason("10.1.2.3")).toBe("connection blocked: resolved IP 10.1.2.3 is in blocked CIDR range 10.0.0.0/8");
     expect(g.reason("192.168.1.1")).toBeUndefined();
   });
 
-  test("BLOCKED_CIDRS_IN_WASM_FETCH: a bad entry is named", () => {
-    expect(() => parseBlockedCidrs("10.0.0.0/8, nonsense")).toThrow('BLOCKED_CIDRS_IN_WASM_FETCH: "nonsense" is not a CIDR');
-    expect(() => parseBlockedCidrs("10.0.0.0/33")).toThrow('"10.0.0.0/33"');
-    expect(parseBlockedCidrs(" 10.0.0.0/8 ,, fd00::/8 ")).toEqual(["10.0.0.0/8", "fd00::/8"]);
+  test("BLOCKED_CIDRS_IN_WASM_FETCH: a bad entry is named and skipped, the others apply (as Istio)", () => {
+    expect(parseBlockedCidrs("10.0.0.0/8, nonsense,10.0.0.0/33")).toEqual({
+      cidrs: ["10.0.0.0/8"],
+      problems: ['BLOCKED_CIDRS_IN_WASM_FETCH: "nonsense" is not a CIDR (want e.g. 10.0.0.0/8)', 'BLOCKED_CIDRS_IN_WASM_FETCH: "10.0.0.0/33" is not a CIDR (want e.g. 10.0.0.0/8)'],
+    });
+    expect(parseBlockedCidrs(" 10.0.0.0/8 ,, fd00::/8 ").cidrs).toEqual(["10.0.0.0/8", "fd00::/8"]);
   });
 
   test("TestWasmFetchBlocksRedirectToBlockedHost", async () => {
