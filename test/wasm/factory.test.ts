@@ -1,0 +1,44 @@
+// ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION decides whether the relay gets the ECDS hook, and
+// the WASM_* settings reach the conversion with their ranges enforced.
+
+import { expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createUpstreamSide } from "../../src/agent-upstream.ts";
+import { memoryLogger } from "../../src/lib/log.ts";
+import { newRegistry } from "../../src/lib/metrics.ts";
+import { Readiness } from "../../src/lib/readiness.ts";
+import { createWasmConversion } from "../../src/wasm/index.ts";
+import { testConfig } from "../xds/harness.ts";
+
+for (const [value, want] of [["", ["wasm", "xdsproxy"]], ["true", ["wasm", "xdsproxy"]], ["false", ["xdsproxy"]]] as const) {
+  test(`ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=${JSON.stringify(value)}: components ${want.join(",")}`, async () => {
+    const root = mkdtempSync(join(tmpdir(), "wasm-factory-"));
+    try {
+      const env: Record<string, string> = value === "" ? {} : { ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: value };
+      const cfg = testConfig(root, env, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
+      const { sink } = memoryLogger();
+      const side = await createUpstreamSide(cfg, { sink, registry: newRegistry(), readiness: new Readiness(), dnsEnabled: false, now: () => 0 });
+      expect(side.components.map((c) => c.name)).toEqual([...want]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+}
+
+test("settings out of range are named and replaced by Istio's defaults; a bad CIDR is named and skipped", () => {
+  const { sink, lines } = memoryLogger("all:debug");
+  const w = createWasmConversion(
+    { dir: "/nonexistent", insecureRegistries: "", moduleExpiryMs: 0, purgeIntervalMs: 5, httpRequestTimeoutMs: -1, httpRequestMaxRetries: 0, blockedCidrs: "10.0.0.0/8,bogus", maxBinaryBytes: 1 },
+    { log: sink.logger("wasm"), registry: newRegistry(), clock: { now: () => 0 } },
+  );
+  expect(w.component.name).toBe("wasm");
+  const text = lines.join("\n");
+  expect(text).toContain("WASM_MODULE_EXPIRY=0 is outside 1..31536000000; using 86400000");
+  expect(text).toContain("WASM_PURGE_INTERVAL=5 is outside");
+  expect(text).toContain("WASM_HTTP_REQUEST_TIMEOUT=-1 is outside");
+  expect(text).toContain("WASM_HTTP_REQUEST_MAX_RETRIES=0 is outside 1..100; using 5");
+  expect(text).toContain("ISTIO_WASM_MAX_BINARY_SIZE_BYTES=1 is outside");
+  expect(text).toContain('BLOCKED_CIDRS_IN_WASM_FETCH: "bogus" is not a CIDR');
+});
