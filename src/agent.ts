@@ -32,6 +32,8 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
+  selfCommand?: readonly string[];
 }
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
@@ -170,6 +172,7 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         await this.envoy.start(signal);

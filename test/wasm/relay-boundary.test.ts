@@ -4,6 +4,7 @@
 
 import { expect, test } from "bun:test";
 import { silentLogger } from "../../src/lib/log.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "../../src/lib/loglimit.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import type { EcdsHook, EcdsResult } from "../../src/wasm/ecds.ts";
 import type { DownstreamCall } from "../../src/xds/downstream.ts";
@@ -33,7 +34,7 @@ test("a converted ECDS response waits for the end of a response being cut throug
     observeRequest() {},
     convert: () => new Promise((r) => (resolveEcds = r)),
   };
-  const relay = new StreamRelay(down, { codec: lazyXdsCodec(), internal: new Map(), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), metrics: xdsMetrics(newRegistry()), onUpstreamConnected() {}, ecds: hook });
+  const relay = new StreamRelay(down, { codec: lazyXdsCodec(), internal: new Map(), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: () => 0 }), metrics: xdsMetrics(newRegistry()), onUpstreamConnected() {}, ecds: hook });
   relay.start({ describe: "fake", open: (_m, h) => ((up = h), { write: () => true, pause() {}, resume() {}, close() {} }) });
   up.onConnected();
 
