@@ -35,7 +35,8 @@ test("a converted ECDS response waits for the end of a response being cut throug
     convert: () => new Promise((r) => (resolveEcds = r)),
   };
   const relay = new StreamRelay(down, { codec: lazyXdsCodec(), internal: new Map(), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: () => 0 }), metrics: xdsMetrics(newRegistry()), onUpstreamConnected() {}, ecds: hook });
-  relay.start({ describe: "fake", open: (_m, h) => ((up = h), { write: () => true, pause() {}, resume() {}, close() {} }) });
+  const fromEnvoy = relay.start({ describe: "fake", open: (_m, h) => ((up = h), { write: () => true, pause() {}, resume() {}, close() {} }) });
+  fromEnvoy.onData(grpcFrame(TYPES.Req.encode(TYPES.Req.create({ typeUrl: LDS })).finish())); // the upstream is dialled on Envoy's first request
   up.onConnected();
 
   up.onData(response(ECDS, "e1", 10)); // gathered, handed to the hook
