@@ -272,10 +272,6 @@ export class ModuleCache implements ModuleSource {
     this.d.metrics.cacheEntries.set(this.modules.size);
   }
 
-  /** Forget a resource's module (its config is gone), so purge may remove it after expiry. */
-  release(resourceName: string): void {
-    this.inUse.delete(resourceName);
-  }
 }
 
 export function sha256Hex(b: Uint8Array): string {

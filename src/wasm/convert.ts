@@ -104,7 +104,7 @@ export class WasmConverter {
       return await this.toLocal(found, status);
     } catch (e) {
       const failOpen = failsOpen(found.wasmFields);
-      this.d.log.error(`error in converting the wasm config to local: ${(e as Error).message}. applying ${failOpen ? "allow" : "deny"} RBAC filter`);
+      this.d.log.error(`error in converting the wasm config of ${found.name} to local: ${(e as Error).message}. applying ${failOpen ? "allow" : "deny"} RBAC filter`);
       return defaultFilterResource(found.name, found.kind, failOpen);
     } finally {
       this.count(status.result);
