@@ -32,8 +32,9 @@ export class EcdsWasmHook implements EcdsHook {
   readonly typeUrl = EXTENSION_CONFIG_TYPE;
   private lastAckVersion = "";
 
+  /** `converter` is asked for on the first ECDS response: the agent loads the Wasm code only then. */
   constructor(
-    private readonly converter: WasmConverter,
+    private readonly converter: () => Promise<WasmConverter>,
     private readonly log: Logger,
   ) {}
 
@@ -77,7 +78,12 @@ export class EcdsWasmHook implements EcdsHook {
     } catch (e) {
       return this.nack(typeUrl, nonce, delta, `malformed ECDS response: ${(e as Error).message}`);
     }
-    const out = await this.converter.convertResources(anys);
+    let out: Awaited<ReturnType<WasmConverter["convertResources"]>>;
+    try {
+      out = await (await this.converter()).convertResources(anys);
+    } catch (e) {
+      return this.nack(typeUrl, nonce, delta, `Wasm conversion unavailable: ${(e as Error).message}`);
+    }
     if (!out.ok) return this.nack(typeUrl, nonce, delta, out.error);
     const next = [...fields];
     slots.forEach((s, i) => {

@@ -37,6 +37,7 @@ export interface WasmDeps {
 }
 
 export interface WasmConversion {
+  converter: WasmConverter;
   hook: EcdsWasmHook;
   cache: ModuleCache;
   component: Component;
@@ -82,7 +83,7 @@ export function createWasmConversion(s: WasmSettings, deps: WasmDeps): WasmConve
     },
   );
   const converter = new WasmConverter({ cache, schema: new WasmSchema(), metrics, log, clock: deps.clock });
-  const hook = new EcdsWasmHook(converter, log);
+  const hook = new EcdsWasmHook(async () => converter, log);
   const component: Component = {
     name: "wasm",
     async start(signal) {
@@ -91,5 +92,5 @@ export function createWasmConversion(s: WasmSettings, deps: WasmDeps): WasmConve
       signal.addEventListener("abort", () => clearInterval(t), { once: true });
     },
   };
-  return { hook, cache, component };
+  return { converter, hook, cache, component };
 }

@@ -42,3 +42,31 @@ test("settings out of range are named and replaced by Istio's defaults; a bad CI
   expect(text).toContain("ISTIO_WASM_MAX_BINARY_SIZE_BYTES=1 is outside");
   expect(text).toContain('BLOCKED_CIDRS_IN_WASM_FETCH: "bogus" is not a CIDR');
 });
+
+test("the hook built from AgentConfig loads the conversion on the first ECDS response and converts", async () => {
+  const { wasmFromConfig } = await import("../../src/wasm/factory.ts");
+  const { T, URL_OF, any, anyBytes, readExtensionConfig } = await import("./protos.ts");
+  const { ModuleServer, wasmModule, sha256 } = await import("./support.ts");
+  const root = mkdtempSync(join(tmpdir(), "wasm-factory-"));
+  const server = new ModuleServer().start();
+  try {
+    const mod = wasmModule("factory");
+    server.route("/m.wasm", () => new Response(mod));
+    const cfg = testConfig(root, {}, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
+    const { sink } = memoryLogger();
+    const { hook } = wasmFromConfig(cfg, { sink, registry: newRegistry(), now: () => 0 });
+    const res = (await import("../xds/harness.ts")).TYPES.Res;
+    const A = res.root.lookupType("google.protobuf.Any");
+    const ec = A.decode(anyBytes(T.ec, { name: "p", typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: server.url("/m.wasm") } } } } } }) }));
+    const msg = res.encode(res.create({ typeUrl: URL_OF(T.ec), nonce: "n1", versionInfo: "v1", resources: [ec] })).finish();
+    const out = await hook.convert(msg, false);
+    if (out.kind !== "forward") throw new Error(JSON.stringify(out));
+    const decoded = res.decode(out.message) as unknown as { resources: { typeUrl: string; value: Uint8Array }[] };
+    const file: string = readExtensionConfig(A.encode(A.create(decoded.resources[0]!)).finish()).config.config.vm_config.code.local.filename;
+    expect(file.startsWith(join(root, "var/lib/istio/data") + "/")).toBe(true);
+    expect(sha256(new Uint8Array(await Bun.file(file).arrayBuffer()))).toBe(sha256(mod));
+  } finally {
+    server.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
