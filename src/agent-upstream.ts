@@ -49,6 +49,9 @@ export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): 
     ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
     ...(wasm ? { ecds: wasm.hook } : {}),
   });
+  // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
+  const upstreamAddress = local ? `local xDS server (LOCAL_XDS_PATH=${cfg.env.LOCAL_XDS_PATH})` : (cfg.proxyConfig.discoveryAddress ?? "");
+  deps.sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(cfg.env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
   const relay: Component[] = local ? [stopsAfter(local, xds), xds] : [xds];
   return { components: wasm ? [wasm.component, ...relay] : relay, health: xds };
 }
