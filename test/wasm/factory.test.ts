@@ -1,29 +1,23 @@
-// ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION decides whether the relay gets the ECDS hook, and
+// ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION decides whether the agent builds the ECDS hook, and
 // the WASM_* settings reach the conversion with their ranges enforced.
 
 import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createUpstreamSide } from "../../src/agent-upstream.ts";
+import { wasmFromConfig } from "../../src/wasm/factory.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
-import { Readiness } from "../../src/lib/readiness.ts";
 import { createWasmConversion } from "../../src/wasm/index.ts";
 import { testConfig } from "../xds/harness.ts";
 
-for (const [value, want] of [["", ["wasm", "xdsproxy"]], ["true", ["wasm", "xdsproxy"]], ["false", ["xdsproxy"]]] as const) {
-  test(`ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=${JSON.stringify(value)}: components ${want.join(",")}`, async () => {
-    const root = mkdtempSync(join(tmpdir(), "wasm-factory-"));
-    try {
-      const env: Record<string, string> = value === "" ? {} : { ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: value };
-      const cfg = testConfig(root, env, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
-      const { sink } = memoryLogger();
-      const side = await createUpstreamSide(cfg, { sink, registry: newRegistry(), readiness: new Readiness(), dnsEnabled: false, now: () => 0 });
-      expect(side.components.map((c) => c.name)).toEqual([...want]);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+for (const [value, on] of [["", true], ["true", true], ["false", false]] as const) {
+  test(`ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=${JSON.stringify(value)}: conversion ${on ? "built" : "absent"}`, () => {
+    const env: Record<string, string> = value === "" ? {} : { ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: value };
+    const cfg = testConfig("/nonexistent", env, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
+    const w = wasmFromConfig(cfg, { sink: memoryLogger().sink, registry: newRegistry(), now: () => 0 });
+    expect(w?.component.name).toBe(on ? "wasm" : undefined);
+    expect(w?.hook.typeUrl).toBe(on ? "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig" : undefined);
   });
 }
 
@@ -44,7 +38,6 @@ test("settings out of range are named and replaced by Istio's defaults; a bad CI
 });
 
 test("the hook built from AgentConfig loads the conversion on the first ECDS response and converts", async () => {
-  const { wasmFromConfig } = await import("../../src/wasm/factory.ts");
   const { T, URL_OF, any, anyBytes, readExtensionConfig } = await import("./protos.ts");
   const { ModuleServer, wasmModule, sha256 } = await import("./support.ts");
   const root = mkdtempSync(join(tmpdir(), "wasm-factory-"));
@@ -54,7 +47,7 @@ test("the hook built from AgentConfig loads the conversion on the first ECDS res
     server.route("/m.wasm", () => new Response(mod));
     const cfg = testConfig(root, {}, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
     const { sink } = memoryLogger();
-    const { hook } = wasmFromConfig(cfg, { sink, registry: newRegistry(), now: () => 0 });
+    const { hook } = wasmFromConfig(cfg, { sink, registry: newRegistry(), now: () => 0 })!;
     const res = (await import("../xds/harness.ts")).TYPES.Res;
     const A = res.root.lookupType("google.protobuf.Any");
     const ec = A.decode(anyBytes(T.ec, { name: "p", typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: server.url("/m.wasm") } } } } } }) }));
