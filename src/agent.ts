@@ -23,6 +23,8 @@ import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import type { PlatformInfo } from "./config/metadata.ts";
+import type { PlatformDeps } from "./platform/types.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -32,6 +34,8 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** Edges of platform discovery (tests); the real HTTP, DNS and files when absent. */
+  platformDeps?: PlatformDeps;
 }
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
@@ -108,6 +112,9 @@ export class Agent {
     };
     signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
 
+    // Istio discovers the platform before anything starts; here it runs beside the other start
+    // steps and only the bootstraps (node metadata, locality) wait for it.
+    const platformWait = this.discoverPlatform();
     try {
       const afterStart = this.afterStart;
       if (dnsProxyEnabled(cfg)) {
@@ -154,7 +161,9 @@ export class Agent {
       step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
+      const platform = await platformWait;
+      step("platform");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", platform };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       const grpcWrite = writeGrpcBootstrap(cfg, ctx);
@@ -188,6 +197,22 @@ export class Agent {
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+  }
+
+  /** The platform's node facts (PLATFORM_METADATA, locality, instance labels); Unknown on any failure. */
+  private async discoverPlatform(): Promise<PlatformInfo> {
+    const log = this.deps.sink.logger("platform");
+    try {
+      const { discoverAgentPlatform } = await import("./platform/index.ts");
+      const found = await discoverAgentPlatform(this.config, log, this.deps.platformDeps);
+      const md = found.info.metadata ?? {};
+      const loc = found.info.locality;
+      log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
+      return found.info;
+    } catch (e) {
+      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
+    }
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */
