@@ -13,6 +13,8 @@ import { createXdsProxy } from "./xds/proxy.ts";
 import { IstiodUpstream, nodeFiles, type StreamMeta, type Upstream, type UpstreamHandlers, type UpstreamStream } from "./xds/upstream.ts";
 import { dialConfigFrom } from "./xds/upstream-config.ts";
 import type { LocalXdsServer } from "./local/index.ts";
+import type { TokenSource } from "./ca/token.ts";
+import { TokenFirstUpstream } from "./credentials/upstream.ts";
 
 export interface UpstreamDeps {
   sink: LogSink;
@@ -23,6 +25,8 @@ export interface UpstreamDeps {
   dnsEnabled: boolean;
   /** Background work (loading the local xDS file) waits for this: the agent's start path is over. */
   afterStart?: Promise<unknown>;
+  /** The credential fetcher (CREDENTIAL_FETCHER_TYPE other than JWT): istiod streams wait for its token. */
+  tokens?: TokenSource;
 }
 
 export interface UpstreamSide {
@@ -43,7 +47,7 @@ export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): 
     nameTables: deps.nameTables,
     trustBundles: deps.trustBundles,
     dnsEnabled: deps.dnsEnabled,
-    ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
+    ...(local ? { upstream: new LocalUpstream(cfg, local) } : deps.tokens ? { upstream: new TokenFirstUpstream(new IstiodUpstream(dialConfigFrom(cfg, nodeFiles)), deps.tokens, deps.sink.logger("xdsproxy")) } : {}),
   });
   return { components: local ? [stopsAfter(local, xds), xds] : [xds], health: xds };
 }

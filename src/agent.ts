@@ -121,8 +121,10 @@ export class Agent {
         const { createDnsProxy } = await import("./dns/factory.ts");
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart });
-      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart });
+      // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
+      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart, ...(tokens ? { tokens } : {}) });
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const status =

@@ -6,6 +6,9 @@
 
 import { endpointsOf, type PlatformDeps } from "./types.ts";
 
+/** What the client uses of the platform edges. */
+export type GceClientDeps = Pick<PlatformDeps, "http" | "readSystemFile" | "lookupHost" | "endpoints">;
+
 const USER_AGENT = "gcloud-golang/0.1";
 /** The Go client's dial timeout; also the "worst case" of its OnGCE probe. */
 export const GCE_PROBE_TIMEOUT_MS = 2_000;
@@ -22,7 +25,7 @@ export class GceNotDefinedError extends Error {
 
 export class GceMetadataClient {
   constructor(
-    private readonly deps: PlatformDeps,
+    private readonly deps: GceClientDeps,
     /** GCE_METADATA_HOST ("" = the default host). */
     private readonly hostOverride: string,
   ) {}

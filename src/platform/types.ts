@@ -50,6 +50,6 @@ export interface PlatformDeps {
   endpoints?: Partial<PlatformEndpoints>;
 }
 
-export function endpointsOf(deps: PlatformDeps): PlatformEndpoints {
+export function endpointsOf(deps: Pick<PlatformDeps, "endpoints">): PlatformEndpoints {
   return { ...DEFAULT_ENDPOINTS, ...deps.endpoints };
 }

@@ -32,7 +32,8 @@ function serve(handler: (req: Request, url: URL) => Response, opts: FakeCloudOpt
       return handler(req, url);
     },
   });
-  const host = `${server.hostname.includes(":") ? `[${server.hostname}]` : server.hostname}:${server.port}`;
+  const name = server.hostname ?? "127.0.0.1";
+  const host = `${name.includes(":") ? `[${name}]` : name}:${server.port}`;
   return { url: `http://${host}`, host, seen, stop: () => server.stop(true) };
 }
 

@@ -13,7 +13,7 @@ const mode = process.argv[2] ?? "";
 const at = { hostname: "169.254.169.254", port: 80 };
 let cloud: FakeCloud | undefined;
 let sysFiles: Record<string, string> = {};
-let silent: ReturnType<typeof Bun.listen> | undefined;
+let silent: { stop(force?: boolean): void } | undefined;
 switch (mode) {
   case "gcp":
     cloud = fakeGce({ projectId: "ns-proj", numericProjectId: "777", zone: "us-west1-a", instanceName: "ns-vm", instanceId: "99", attributes: {} }, at);
