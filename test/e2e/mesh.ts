@@ -62,7 +62,10 @@ export interface Mesh {
   cleanup(): Promise<void>;
 }
 
-export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {}): Promise<Mesh> {
+export async function startMesh(
+  table: Map<string, AnyResource[]>,
+  opts: { env?: Record<string, string>; proxyConfig?: Record<string, unknown>; /** The bearer token the CA accepts (default TOKEN). */ caToken?: string; /** No Kubernetes token file in the pod. */ noTokenFile?: boolean } = {},
+): Promise<Mesh> {
   const work = mkdtempSync(join(tmpdir(), "agent-e2e-mesh-"));
   const pki = makeTestPki(join(work, "pki"));
   const xds = new LiveXds(table);
@@ -70,7 +73,7 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?:
   istiod.onStream = xds.attach;
   await istiod.start();
   const relay = await new Relay(istiod.port).start();
-  const ca = await FakeCa.start({ token: TOKEN, spiffeId: SPIFFE });
+  const ca = await FakeCa.start({ token: opts.caToken ?? TOKEN, spiffeId: SPIFFE });
   const launcher = writeE2eEnvoyLauncher(work);
   const recordFile = join(work, "envoy-record.jsonl");
   const rootBundle = readFileSync(pki.caCert, "utf8") + ca.tls!.rootPem;
@@ -79,7 +82,7 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?:
     pod = await startPod({
       env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env },
       proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, binaryPath: launcher, terminationDrainDuration: "1s", drainDuration: "2s", ...opts.proxyConfig },
-      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, "var/run/secrets/tokens/istio-token": TOKEN },
+      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, ...(opts.noTokenFile ? {} : { "var/run/secrets/tokens/istio-token": TOKEN }) },
     });
   } catch (e) {
     relay.close();
