@@ -7,6 +7,7 @@ import type { PlatformInfo } from "../config/metadata.ts";
 import { awsPlatform, isAWS } from "./aws.ts";
 import { azurePlatform, isAzure } from "./azure.ts";
 import { gcpPlatform, isGCP } from "./gcp.ts";
+import { GceMetadataClient } from "./gcemetadata.ts";
 import type { CloudName, PlatformDeps, PlatformSettings } from "./types.ts";
 
 /** Istio's detection budget. */
@@ -22,10 +23,10 @@ export const UNKNOWN_PLATFORM: PlatformInfo = { metadata: {}, locality: { region
 
 const NAMED: Record<string, CloudName> = { aws: "aws", azure: "azure", gcp: "gcp", none: "none" };
 
-async function build(cloud: CloudName, s: PlatformSettings, deps: PlatformDeps): Promise<PlatformInfo> {
+async function build(cloud: CloudName, s: PlatformSettings, deps: PlatformDeps, gce?: GceMetadataClient): Promise<PlatformInfo> {
   switch (cloud) {
     case "gcp":
-      return gcpPlatform(s, deps);
+      return gcpPlatform(s, deps, gce);
     case "aws":
       return awsPlatform(s, deps);
     case "azure":
@@ -53,8 +54,10 @@ export async function discoverPlatform(s: PlatformSettings, deps: PlatformDeps, 
  * metadata is read after detection, outside the budget, as Istio reads it when it builds the node.
  */
 export async function discoverWithTimeout(s: PlatformSettings, deps: PlatformDeps, timeoutMs: number): Promise<DiscoveredPlatform> {
+  // One GCE client for detection and metadata: its OnGCE answer is reused, as in Go.
+  const gce = new GceMetadataClient(deps, s.gceMetadataHost);
   const probes: [CloudName, () => Promise<boolean>][] = [
-    ["gcp", () => isGCP(s, deps)],
+    ["gcp", () => isGCP(s, deps, gce)],
     ["aws", () => isAWS(s, deps)],
     ["azure", async () => isAzure(deps)],
   ];
@@ -83,5 +86,5 @@ export async function discoverWithTimeout(s: PlatformSettings, deps: PlatformDep
     return { cloud: "none", info: UNKNOWN_PLATFORM };
   }
   if (!r) return { cloud: "none", info: UNKNOWN_PLATFORM };
-  return { cloud: r.cloud, info: r.info ?? (await build(r.cloud, s, deps)) };
+  return { cloud: r.cloud, info: r.info ?? (await build(r.cloud, s, deps, gce)) };
 }

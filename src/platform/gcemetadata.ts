@@ -53,8 +53,15 @@ export class GceMetadataClient {
     return z.slice(z.lastIndexOf("/") + 1);
   }
 
-  /** OnGCE: the Go package's test, with its two parallel strategies. */
-  async onGCE(): Promise<boolean> {
+  private onGCEResult: Promise<boolean> | undefined;
+
+  /** OnGCE: the Go package's test, with its two parallel strategies; run once per client, as Go runs it once per process. */
+  onGCE(): Promise<boolean> {
+    this.onGCEResult ??= this.testOnGCE();
+    return this.onGCEResult;
+  }
+
+  private async testOnGCE(): Promise<boolean> {
     if (this.hostOverride !== "") return true;
     const ep = endpointsOf(this.deps);
     const byHttp = this.deps

@@ -65,14 +65,13 @@ export function zoneToRegion(zone: string): string | undefined {
 }
 
 /** Whether Istio's IsGCP holds: static metadata given, or OnGCE. */
-export async function isGCP(s: PlatformSettings, deps: PlatformDeps): Promise<boolean> {
+export async function isGCP(s: PlatformSettings, deps: PlatformDeps, client = new GceMetadataClient(deps, s.gceMetadataHost)): Promise<boolean> {
   if (Object.keys(gcpStaticMetadata(s)).length > 0) return true;
-  return new GceMetadataClient(deps, s.gceMetadataHost).onGCE();
+  return client.onGCE();
 }
 
 /** NewGCP + Metadata/Locality/Labels/IsKubernetes, resolved once. */
-export async function gcpPlatform(s: PlatformSettings, deps: PlatformDeps): Promise<PlatformInfo> {
-  const client = new GceMetadataClient(deps, s.gceMetadataHost);
+export async function gcpPlatform(s: PlatformSettings, deps: PlatformDeps, client = new GceMetadataClient(deps, s.gceMetadataHost)): Promise<PlatformInfo> {
   const metadata = await gcpMetadata(s, deps, client);
   const locality = await gcpLocality(s, deps, client);
   const isKubernetes = s.kubernetesServiceHostSet || (metadata?.[GCP_KEYS.cluster] ?? "") !== "";

@@ -104,7 +104,9 @@ describe("GCP", () => {
     // Without a GCE BIOS the first probe to answer decides: DNS is kept from answering here.
     const found = await discoverPlatform(settings(), deps({ lookupHost: () => new Promise<never>(() => {}), endpoints: { gceHost: gce.host, awsIPv4: DEAD, azure: DEAD } }));
     expect(found.cloud).toBe("gcp");
-    expect(gce.seen[0]).toMatchObject({ method: "GET", path: "/" });
+    expect(found.info.metadata!.gcp_project).toBe("test-proj");
+    // OnGCE is decided once (Go's sync.Once): detection's answer is reused for the metadata.
+    expect(gce.seen.filter((s) => s.path === "/")).toEqual([expect.objectContaining({ method: "GET", path: "/" })]);
   });
 });
 
