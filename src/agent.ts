@@ -36,6 +36,8 @@ export interface AgentDeps {
   uptimeMs?: () => number;
   /** Edges of platform discovery (tests); the real HTTP, DNS and files when absent. */
   platformDeps?: PlatformDeps;
+  /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
+  selfCommand?: readonly string[];
 }
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
@@ -181,6 +183,7 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         await this.envoy.start(signal);

@@ -4,7 +4,7 @@
 // retries; after any failure the connection is rebuilt so a rotated root file is picked up.
 
 import * as grpc from "@grpc/grpc-js";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import { checkServerIdentity } from "node:tls";
 
@@ -16,6 +16,7 @@ import { CA_MAX_ATTEMPTS, isRetriable, retryDelayMs } from "./retry.ts";
 import type { CertificateSigner } from "./signer.ts";
 import type { TokenSource } from "./token.ts";
 import { pemBlocks } from "./pem.ts";
+import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 
 export interface CaClientDeps {
   tokens: TokenSource;
@@ -93,7 +94,7 @@ export class IstioCaClient implements CertificateSigner {
       let root: Buffer | null = null;
       if (o.rootCertPath && o.rootCertPath !== "SYSTEM") {
         try {
-          root = readFileSync(o.rootCertPath);
+          root = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
         } catch (e) {
           throw new CaError("config", `CA root certificate ${o.rootCertPath}: ${(e as Error).message} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`);
         }
@@ -101,8 +102,8 @@ export class IstioCaClient implements CertificateSigner {
       let key: Buffer | null = null;
       let cert: Buffer | null = null;
       if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
-        key = readFileSync(o.clientKeyPath);
-        cert = readFileSync(o.clientCertPath);
+        key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
+        cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
       }
       const name = o.serverName;
       if (name && isIP(name) !== 0) {

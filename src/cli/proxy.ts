@@ -2,7 +2,7 @@
 // exactly as pilot-agent does, logs it once, builds the composition root and runs until
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
 import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "./flags.ts";
@@ -17,6 +17,7 @@ import { parseDownwardApi } from "../config/downward.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import type { InterfaceTable } from "../config/node.ts";
+import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export const PROXY_FLAGS: FlagSpec[] = [
   { name: "domain", type: "string", default: "", usage: "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local" },
@@ -90,10 +91,10 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       type: parsed.positionals[0] ?? "sidecar",
       flags,
       env: flags.localXdsPath ? { ...io.env, LOCAL_XDS_PATH: flags.localXdsPath } : io.env,
-      readFile: (p) => {
+      readFile: (p, maxBytes) => {
         const abs = resolve(root, p);
         if (!existsSync(abs)) return undefined;
-        return readFileSync(abs, "utf8");
+        return readBoundedTextSync(abs, maxBytes);
       },
       parseDownward: parseDownwardApi,
       interfaces: host.interfaces(),
@@ -114,7 +115,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000 });
+  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000, ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}) });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {

@@ -18,7 +18,7 @@ export const PROXY_ENV = {
 
   // Proxy config
   PROXY_CONFIG: d("PROXY_CONFIG", "string", "", "config", "ProxyConfig (YAML or JSON) layered over the mesh config's defaultConfig"),
-  ISTIO_CPU_LIMIT: d("ISTIO_CPU_LIMIT", "int", 0, "config", "CPU limit; sets Envoy concurrency when ProxyConfig leaves it unset"),
+  ISTIO_CPU_LIMIT: d("ISTIO_CPU_LIMIT", "int", 0, "config", "CPU limit; sets Envoy concurrency when ProxyConfig leaves it unset", { range: { min: 0 } }),
 
   // Cloud platform (src/platform/)
   CLOUD_PLATFORM: d("CLOUD_PLATFORM", "string", "", "platform", "aws|azure|gcp|none: the platform, instead of probing GCP, AWS and Azure (5s budget)"),
@@ -33,11 +33,11 @@ export const PROXY_ENV = {
   ISTIO_ENVOY_ENABLE_CORE_DUMP: d("ISTIO_ENVOY_ENABLE_CORE_DUMP", "bool", false, "envoy", "Pass --enable-core-dump to Envoy"),
   ISTIO_BOOTSTRAP_OVERRIDE: d("ISTIO_BOOTSTRAP_OVERRIDE", "string", "", "envoy", "YAML/JSON file merged by Envoy via --config-yaml ($(HOST_IP) substituted)"),
   ISTIO_BOOTSTRAP: d("ISTIO_BOOTSTRAP", "string", "", "envoy", "Bootstrap template path; wins over every other template setting"),
-  ENVOY_STATUS_PORT: d("ENVOY_STATUS_PORT", "int", 15021, "envoy", "Envoy health listener port (/healthz/ready)"),
-  ENVOY_PROMETHEUS_PORT: d("ENVOY_PROMETHEUS_PORT", "int", 15090, "envoy", "Envoy Prometheus listener port"),
-  ENVOY_SECURE_METRICS_PORT: d("ENVOY_SECURE_METRICS_PORT", "int", 0, "envoy", "mTLS Envoy-only metrics listener port (0 = off)"),
-  ENVOY_SECURE_MERGED_METRICS_PORT: d("ENVOY_SECURE_MERGED_METRICS_PORT", "int", 0, "envoy", "mTLS merged metrics listener port (0 = off)"),
-  MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections"),
+  ENVOY_STATUS_PORT: d("ENVOY_STATUS_PORT", "int", 15021, "envoy", "Envoy health listener port (/healthz/ready)", { range: { min: 0, max: 65535 } }),
+  ENVOY_PROMETHEUS_PORT: d("ENVOY_PROMETHEUS_PORT", "int", 15090, "envoy", "Envoy Prometheus listener port", { range: { min: 0, max: 65535 } }),
+  ENVOY_SECURE_METRICS_PORT: d("ENVOY_SECURE_METRICS_PORT", "int", 0, "envoy", "mTLS Envoy-only metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
+  ENVOY_SECURE_MERGED_METRICS_PORT: d("ENVOY_SECURE_MERGED_METRICS_PORT", "int", 0, "envoy", "mTLS merged metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
+  MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections", { range: { min: 0 } }),
   EXIT_ON_ZERO_ACTIVE_CONNECTIONS: d("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "bool", false, "envoy", "On shutdown, exit once Envoy has no active downstream connections"),
   PEER_METADATA_DISCOVERY: d("PEER_METADATA_DISCOVERY", "optbool", undefined, "envoy", "Metadata discovery; unset follows ISTIO_META_ENABLE_HBONE"),
   ISTIO_META_ENABLE_HBONE: d("ISTIO_META_ENABLE_HBONE", "bool", false, "envoy", "HBONE enabled for this proxy"),
@@ -49,10 +49,10 @@ export const PROXY_ENV = {
   ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL: d("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", "bool", false, "envoy", "PROXY protocol on the Envoy health listener"),
   METRICS_LOCALHOST_ACCESS_ONLY: d("METRICS_LOCALHOST_ACCESS_ONLY", "bool", false, "envoy", "Metrics endpoints answer loopback clients only"),
   ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "on-failure", "envoy", "Beyond Istio: on-failure restarts a crashed Envoy with backoff; never exits with it (Istio's behaviour)"),
-  ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time"),
-  ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap"),
-  ENVOY_RESTART_BUDGET: d("ENVOY_RESTART_BUDGET", "int", 10, "envoy", "Beyond Istio: restarts allowed within ENVOY_RESTART_WINDOW before the agent gives up"),
-  ENVOY_RESTART_WINDOW: d("ENVOY_RESTART_WINDOW", "duration", 600_000, "envoy", "Beyond Istio: window for ENVOY_RESTART_BUDGET"),
+  ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time", { range: { min: 1 } }),
+  ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap", { range: { min: 1 } }),
+  ENVOY_RESTART_BUDGET: d("ENVOY_RESTART_BUDGET", "int", 10, "envoy", "Beyond Istio: restarts allowed within ENVOY_RESTART_WINDOW before the agent gives up", { range: { min: 0 } }),
+  ENVOY_RESTART_WINDOW: d("ENVOY_RESTART_WINDOW", "duration", 600_000, "envoy", "Beyond Istio: window for ENVOY_RESTART_BUDGET", { range: { min: 1 } }),
   ENVOY_HOT_RESTART: d("ENVOY_HOT_RESTART", "bool", false, "envoy", "Beyond Istio: hot-restart Envoy (new epoch) when its config or mounted certificates change"),
 
   // Security / CA
@@ -66,11 +66,11 @@ export const PROXY_ENV = {
   PROV_CERT: d("PROV_CERT", "string", "", "security", "Directory of provisioning certificates (client cert to istiod and the CA)"),
   OUTPUT_CERTS: d("OUTPUT_CERTS", "string", "", "security", "Directory to write key.pem, cert-chain.pem, root-cert.pem"),
   FILE_MOUNTED_CERTS: d("FILE_MOUNTED_CERTS", "bool", false, "security", "Use mounted certificates instead of the CA"),
-  SECRET_TTL: d("SECRET_TTL", "duration", 24 * 3_600_000, "security", "Requested workload certificate lifetime"),
-  SECRET_GRACE_PERIOD_RATIO: d("SECRET_GRACE_PERIOD_RATIO", "float", 0.5, "security", "Rotate when this fraction of the lifetime remains"),
-  SECRET_GRACE_PERIOD_RATIO_JITTER: d("SECRET_GRACE_PERIOD_RATIO_JITTER", "float", 0.01, "security", "Random jitter added to the grace ratio"),
-  FILE_DEBOUNCE_DURATION: d("FILE_DEBOUNCE_DURATION", "duration", 100, "security", "Debounce for certificate file changes"),
-  WORKLOAD_RSA_KEY_SIZE: d("WORKLOAD_RSA_KEY_SIZE", "int", 2048, "security", "RSA key size (at least 2048)"),
+  SECRET_TTL: d("SECRET_TTL", "duration", 24 * 3_600_000, "security", "Requested workload certificate lifetime", { range: { min: 1000 } }),
+  SECRET_GRACE_PERIOD_RATIO: d("SECRET_GRACE_PERIOD_RATIO", "float", 0.5, "security", "Rotate when this fraction of the lifetime remains", { range: { min: 0, max: 1 } }),
+  SECRET_GRACE_PERIOD_RATIO_JITTER: d("SECRET_GRACE_PERIOD_RATIO_JITTER", "float", 0.01, "security", "Random jitter added to the grace ratio", { range: { min: 0, max: 1 } }),
+  FILE_DEBOUNCE_DURATION: d("FILE_DEBOUNCE_DURATION", "duration", 100, "security", "Debounce for certificate file changes", { range: { min: 0 } }),
+  WORKLOAD_RSA_KEY_SIZE: d("WORKLOAD_RSA_KEY_SIZE", "int", 2048, "security", "RSA key size (at least 2048)", { range: { max: 8192 } }),
   PKCS8_KEY: d("PKCS8_KEY", "bool", false, "security", "Write keys as PKCS#8"),
   ECC_SIGNATURE_ALGORITHM: d("ECC_SIGNATURE_ALGORITHM", "string", "", "security", "ECDSA for EC keys instead of RSA"),
   ECC_CURVE: d("ECC_CURVE", "string", "P256", "security", "P256 | P384"),
@@ -86,10 +86,10 @@ export const PROXY_ENV = {
   // xDS
   PROXY_CONFIG_XDS_AGENT: d("PROXY_CONFIG_XDS_AGENT", "bool", false, "xds", "Subscribe to ProxyConfig (PCDS) for trust bundles"),
   GRPC_XDS_BOOTSTRAP: d("GRPC_XDS_BOOTSTRAP", "string", "./etc/istio/proxy/grpc-bootstrap.json", "xds", "Where the proxyless gRPC bootstrap is written"),
-  GRPC_KEEPALIVE_INTERVAL: d("GRPC_KEEPALIVE_INTERVAL", "duration", 30_000, "xds", "Keepalive ping interval to istiod"),
-  GRPC_KEEPALIVE_TIMEOUT: d("GRPC_KEEPALIVE_TIMEOUT", "duration", 10_000, "xds", "Keepalive ping timeout"),
-  ISTIO_GPRC_MAXSTREAMS: d("ISTIO_GPRC_MAXSTREAMS", "int", 100000, "xds", "Max concurrent streams on the agent's gRPC servers"),
-  ISTIO_GPRC_MAXRECVMSGSIZE: d("ISTIO_GPRC_MAXRECVMSGSIZE", "int", 4194304, "xds", "Max message size received from Envoy"),
+  GRPC_KEEPALIVE_INTERVAL: d("GRPC_KEEPALIVE_INTERVAL", "duration", 30_000, "xds", "Keepalive ping interval to istiod", { range: { min: 0 } }),
+  GRPC_KEEPALIVE_TIMEOUT: d("GRPC_KEEPALIVE_TIMEOUT", "duration", 10_000, "xds", "Keepalive ping timeout", { range: { min: 1 } }),
+  ISTIO_GPRC_MAXSTREAMS: d("ISTIO_GPRC_MAXSTREAMS", "int", 100000, "xds", "Max concurrent streams on the agent's gRPC servers", { range: { min: 1, max: 2147483647 } }),
+  ISTIO_GPRC_MAXRECVMSGSIZE: d("ISTIO_GPRC_MAXRECVMSGSIZE", "int", 4194304, "xds", "Max message size received from Envoy", { range: { min: 1, max: 2147483647 } }),
   ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: d("ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION", "bool", true, "xds", "Rewrite remote Wasm ECDS resources to local files"),
   LOCAL_XDS_PATH: d("LOCAL_XDS_PATH", "string", "", "xds", "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod"),
 
@@ -98,7 +98,7 @@ export const PROXY_ENV = {
   ISTIO_META_ENABLE_DNS_SERVER: d("ISTIO_META_ENABLE_DNS_SERVER", "bool", false, "dns", "Enable the DNS proxy (any proxy type)"),
   DNS_PROXY_ADDR: d("DNS_PROXY_ADDR", "string", "localhost:15053", "dns", "DNS proxy listen address (UDP and TCP)"),
   DNS_FORWARD_PARALLEL: d("DNS_FORWARD_PARALLEL", "bool", false, "dns", "Query all upstream resolvers at once"),
-  DNS_FORWARD_TIMEOUT: d("DNS_FORWARD_TIMEOUT", "duration", 5000, "dns", "Upstream DNS timeout"),
+  DNS_FORWARD_TIMEOUT: d("DNS_FORWARD_TIMEOUT", "duration", 5000, "dns", "Upstream DNS timeout", { range: { min: 1 } }),
 
   // Status / probes / metrics
   ISTIO_KUBE_APP_PROBERS: d("ISTIO_KUBE_APP_PROBERS", "string", "", "status", "Rewritten application probes (JSON), served under /app-health/"),

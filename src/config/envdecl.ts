@@ -19,6 +19,13 @@ export interface EnvDecl<T extends EnvType = EnvType> {
   secret?: boolean;
   /** Another name read when this one is unset (Istio's aliases, e.g. INVALID_DROP). */
   alias?: string;
+  /** Valid values of a number or duration (ms), inclusive; outside it the default is used, reported by name. */
+  range?: EnvRange;
+}
+
+export interface EnvRange {
+  min?: number;
+  max?: number;
 }
 
 export type EnvValueOf<T extends EnvType> = T extends "string"
@@ -43,7 +50,7 @@ export interface EnvProblem {
   message: string;
 }
 
-export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias">> = {}): EnvDecl<T> {
+export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias" | "range">> = {}): EnvDecl<T> {
   return { name, type, default: def, group, doc, ...extra };
 }
 
@@ -66,20 +73,41 @@ export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?
     }
     case "int": {
       const n = Number(raw);
-      return Number.isSafeInteger(n) && /^[-+]?\d+$/.test(raw.trim()) ? (n as EnvValueOf<T>) : fail(`expecting an integer`);
+      if (!Number.isSafeInteger(n) || !/^[-+]?\d+$/.test(raw.trim())) return fail(`expecting an integer`);
+      return outOfRange(n, d) ? fail(rangeText(d)) : (n as EnvValueOf<T>);
     }
     case "float": {
       const n = Number(raw);
-      return Number.isFinite(n) && raw.trim() !== "" ? (n as EnvValueOf<T>) : fail(`expecting a number`);
+      if (!Number.isFinite(n) || raw.trim() === "") return fail(`expecting a number`);
+      return outOfRange(n, d) ? fail(rangeText(d)) : (n as EnvValueOf<T>);
     }
-    case "duration":
+    case "duration": {
+      let ms: number;
       try {
-        return parseGoDuration(raw) as EnvValueOf<T>;
+        ms = parseGoDuration(raw);
       } catch {
         return fail(`expecting a duration like 5s or 1m30s`);
       }
+      return outOfRange(ms, d) ? fail(rangeText(d)) : (ms as EnvValueOf<T>);
+    }
   }
   return d.default;
+}
+
+function outOfRange(n: number, d: EnvDecl): boolean {
+  return (d.range?.min !== undefined && n < d.range.min) || (d.range?.max !== undefined && n > d.range.max);
+}
+
+function rangeBound(n: number, d: EnvDecl): string {
+  return d.type === "duration" ? formatGoDuration(n) : String(n);
+}
+
+/** "out of range: want 1..65535" (durations in Go's notation). */
+export function rangeText(d: EnvDecl): string {
+  const { min, max } = d.range ?? {};
+  if (min !== undefined && max !== undefined) return `out of range: want ${rangeBound(min, d)} to ${rangeBound(max, d)}`;
+  if (min !== undefined) return `out of range: want at least ${rangeBound(min, d)}`;
+  return `out of range: want at most ${rangeBound(max!, d)}`;
 }
 
 /** Parse a whole table of declarations into a typed record. */

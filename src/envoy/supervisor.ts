@@ -14,6 +14,7 @@ import { describeDrainPlan, type DrainPlan } from "./drainplan.ts";
 import { waitForDrain } from "./drain.ts";
 import { EnvoyError } from "./errors.ts";
 import { FileChangeWatcher } from "./filewatch.ts";
+import type { EnvoyPidFile } from "./pidfile.ts";
 import { bunLauncher, describeExit, exitCodeOf, type EnvoyProcess, type ExitStatus, type Launcher } from "./process.ts";
 import { ChildReaper, type ChildReaperOptions } from "./reaper.ts";
 import { decideRestart, type RestartPolicy } from "./restart.ts";
@@ -40,6 +41,8 @@ export interface EnvoySupervisorOptions {
   /** Reap orphaned zombies (the agent is PID 1). */
   reaper?: Omit<ChildReaperOptions, "log" | "isOwnChild">;
   launcher?: Launcher;
+  /** Records the running Envoy; at start, an Envoy left by an earlier run of the agent is stopped. */
+  pidFile?: EnvoyPidFile;
   now?: () => number;
 }
 
@@ -112,6 +115,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     if (o.reaper) {
       new ChildReaper({ ...o.reaper, log: this.log, isOwnChild: (pid) => this.ownsPid(pid) }).start(this.background.signal);
     }
+    await o.pidFile?.stopStale();
     this.fire({ type: "start" });
     if ((this.stateNow as SupervisorState) === "exited") {
       throw new EnvoyError(`Envoy did not start: ${this.startError ?? "unknown error"}`, "spawn");
@@ -248,6 +252,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const entry: Epoch = { epoch, proc, done: Promise.resolve() };
     entry.done = proc.exited.then((st) => this.onExit(entry, st));
     this.alive.set(epoch, entry);
+    this.opts.pidFile?.record(proc.pid, this.opts.binaryPath);
     this.fire({ type: "spawned", epoch, pid: proc.pid });
   }
 
@@ -404,6 +409,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     this.backoff?.abort();
     this.drainWait?.abort();
     this.background.abort();
+    this.opts.pidFile?.clear();
     for (const f of this.opts.cleanupFiles ?? []) {
       try {
         rmSync(f, { force: true });

@@ -7,6 +7,7 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import type { Component } from "../lib/component.ts";
 import type { HealthReporter, NameTableSink, TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
@@ -41,6 +42,8 @@ export interface XdsProxyOptions {
   /** Largest request accepted from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE). */
   maxRequestBytes: number;
   maxConcurrentStreams?: number;
+  /** Monotonic milliseconds, for rate-limiting repeated log lines. */
+  now?: () => number;
 }
 
 export class XdsProxy implements Component, HealthReporter {
@@ -56,6 +59,7 @@ export class XdsProxy implements Component, HealthReporter {
   private active: StreamRelay | undefined;
   private lastHealth: AgentRequest | undefined;
   private stoppedPromise: Promise<void> = Promise.resolve();
+  private readonly logLimit: LogLimiter;
 
   constructor(private readonly o: XdsProxyOptions) {
     this.socketPath = o.socketPath;
@@ -66,6 +70,7 @@ export class XdsProxy implements Component, HealthReporter {
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
     this.blocker = o.readiness?.block(READINESS_XDS);
+    this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -103,10 +108,10 @@ export class XdsProxy implements Component, HealthReporter {
 
   private onCall(call: DownstreamCall): DownstreamHandlers {
     if (this.active) {
-      this.log.info("new downstream stream replaces the active one");
+      this.logLimit.log(this.log, "info", "stream-replaced", "new downstream stream replaces the active one");
       this.active.close({ code: Code.CANCELLED, message: "replaced by a new stream from Envoy" });
     }
-    this.log.info(`Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; connecting upstream ${this.o.upstream.describe}`);
+    this.logLimit.log(this.log, "info", "stream-opened", `Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; upstream ${this.o.upstream.describe} is dialed on its first request`);
     const relay = new StreamRelay(call, {
       codec: this.codec,
       internal: this.internal,
@@ -114,6 +119,7 @@ export class XdsProxy implements Component, HealthReporter {
       lastHealth: () => this.lastHealth,
       maxRequestBytes: this.o.maxRequestBytes,
       log: this.log,
+      logLimit: this.logLimit,
       metrics: this.metrics,
       onUpstreamConnected: () => this.blocker?.clear(),
     });

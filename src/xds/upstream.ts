@@ -6,12 +6,13 @@
 
 import net, { isIP } from "node:net";
 import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
+import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 
 export interface StreamMeta {
   /** `/envoy.service.discovery.v3.AggregatedDiscoveryService/<method>` */
@@ -54,7 +55,7 @@ export const nodeFiles: FileReader = {
   exists: (p) => existsSync(p),
   read: (p) => {
     try {
-      return readFileSync(p);
+      return readBoundedFileSync(p, FILE_LIMITS.certificate);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw e;
