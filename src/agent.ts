@@ -167,7 +167,10 @@ export class Agent {
       const sdsMode = this.secrets.mode;
       const platform = await platformWait;
       step("platform");
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", platform };
+      const { credentialSocketExists } = await import("./credentials/socket.ts");
+      const credentialSocket = await credentialSocketExists(cfg.root);
+      if (credentialSocket) this.log.info("Credential SDS socket found");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists: credentialSocket, platform };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       const grpcWrite = writeGrpcBootstrap(cfg, ctx);
