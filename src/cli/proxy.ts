@@ -2,6 +2,7 @@
 // exactly as pilot-agent does, logs it once, builds the composition root and runs until
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
+import { lookup } from "node:dns/promises";
 import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
@@ -14,6 +15,7 @@ import { PROXY_ENV } from "../config/env.ts";
 import { formatEnvHelp, type EnvDecl } from "../config/envdecl.ts";
 import { proxyConfigYaml } from "../config/redact.ts";
 import { parseDownwardApi } from "../config/downward.ts";
+import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import type { InterfaceTable } from "../config/node.ts";
@@ -101,17 +103,24 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       cpuCount: host.cpuCount(),
       root,
       uid: host.uid(),
-      version: info.version,
+      version: info.istioVersion,
     });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;
   }
   const { config } = loaded;
-  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime})`);
+  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime}; Istio ${info.istioVersion} at ${info.istioCommit})`);
   log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
   for (const n of loaded.notes) log.info(n);
   for (const w of loaded.warnings) log.warn(w);
+  const statsd = config.proxyConfig.statsdUdpAddress;
+  if (statsd) {
+    const r = await resolveStatsdAddress(statsd, systemLookup);
+    log[r.line.level](r.line.text);
+    config.proxyConfig = { ...config.proxyConfig, statsdUdpAddress: r.address };
+    if (r.address === undefined) delete config.proxyConfig.statsdUdpAddress;
+  }
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
@@ -138,3 +147,6 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     unsubscribe?.();
   }
 }
+
+/** The system resolver (getaddrinfo, as Go's default resolver with cgo), every address. */
+const systemLookup: IpLookup = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family }));

@@ -43,12 +43,12 @@ export const PROXY_ENV = {
   ISTIO_META_ENABLE_HBONE: d("ISTIO_META_ENABLE_HBONE", "bool", false, "envoy", "HBONE enabled for this proxy"),
   ISTIO_META_ENABLE_SELF_DISCOVERY: d("ISTIO_META_ENABLE_SELF_DISCOVERY", "bool", false, "envoy", "Add local_cluster to the bootstrap"),
   HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED: d("HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED", "bool", true, "envoy", "false adds the runtime flag http_strip_fragment_from_path_unsafe_if_disabled"),
-  COMPLIANCE_POLICY: d("COMPLIANCE_POLICY", "string", "", "envoy", "fips-140-2 | fips-140-3: restricts TLS versions and ciphers"),
+  COMPLIANCE_POLICY: d("COMPLIANCE_POLICY", "string", "", "envoy", "fips-140-2 | fips-140-3 | pqc: restricts TLS versions, ciphers and curves (Envoy and the agent's own TLS to istiod and the CA)"),
   ISTIO_DELTA_XDS: d("ISTIO_DELTA_XDS", "bool", true, "envoy", "Envoy uses Delta xDS (DELTA_GRPC) instead of SotW"),
   ISTIO_DUAL_STACK: d("ISTIO_DUAL_STACK", "bool", false, "envoy", "Dual-stack bootstrap (additional localhost/wildcard, lookup family ALL)"),
   ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL: d("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", "bool", false, "envoy", "PROXY protocol on the Envoy health listener"),
   METRICS_LOCALHOST_ACCESS_ONLY: d("METRICS_LOCALHOST_ACCESS_ONLY", "bool", false, "envoy", "Metrics endpoints answer loopback clients only"),
-  ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "on-failure", "envoy", "Beyond Istio: on-failure restarts a crashed Envoy with backoff; never exits with it (Istio's behaviour)"),
+  ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "never", "envoy", "never (Istio's behaviour): when Envoy exits the agent logs it and exits 0; opt-in on-failure restarts a crashed Envoy with backoff"),
   ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time", { range: { min: 1 } }),
   ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap", { range: { min: 1 } }),
   ENVOY_RESTART_BUDGET: d("ENVOY_RESTART_BUDGET", "int", 10, "envoy", "Beyond Istio: restarts allowed within ENVOY_RESTART_WINDOW before the agent gives up", { range: { min: 0 } }),
@@ -80,7 +80,7 @@ export const PROXY_ENV = {
   WORKLOAD_IDENTITY_SOCKET_FILE: d("WORKLOAD_IDENTITY_SOCKET_FILE", "string", "socket", "security", "SDS socket file name under ./var/run/secrets/workload-spiffe-uds/"),
   PILOT_ENABLE_CA_CRL: d("PILOT_ENABLE_CA_CRL", "bool", true, "security", "Attach the CA CRL file to root secrets when present"),
   XDS_AUTH_PROVIDER: d("XDS_AUTH_PROVIDER", "string", "", "security", "Accepted for compatibility; unused"),
-  XDS_AUTHORIZED_UIDS: d("XDS_AUTHORIZED_UIDS", "string", "", "security", "Beyond Istio: UIDs allowed on the XDS/SDS sockets (default: own UID, 1337, 0; * = any)"),
+  XDS_AUTHORIZED_UIDS: d("XDS_AUTHORIZED_UIDS", "string", "", "security", "Beyond Istio: UIDs allowed on the XDS/SDS sockets (default: own UID, 1337, 0; any UID with DISABLE_ENVOY; * = any)"),
   LOCAL_CA_DIR: d("LOCAL_CA_DIR", "string", "", "security", "Beyond Istio: with CA_PROVIDER=local, load root-cert.pem/root-key.pem from here instead of generating"),
 
   // xDS

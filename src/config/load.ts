@@ -9,6 +9,7 @@ import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
 import { addressProblem, validateProxyConfig } from "./validate.ts";
 import { FILE_LIMITS } from "../lib/boundedfile.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
+import { compliancePolicyProblem } from "../lib/compliance.ts";
 
 export { ConfigError };
 
@@ -54,6 +55,8 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   const notes: string[] = [];
   const { values: env, problems } = readAll(inputs.env, PROXY_ENV);
   for (const p of problems) warnings.push(describeEnvProblem(p));
+  const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
+  if (compliance) warnings.push(compliance);
 
   const labels = readDownward(inputs, LABELS_PATH);
   const annotations = readDownward(inputs, ANNOTATIONS_PATH);
