@@ -23,7 +23,8 @@ import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
-import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
+import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
 
@@ -37,8 +38,17 @@ export interface AgentDeps {
   uptimeMs?: () => number;
   /** Edges of platform discovery (tests); the real HTTP, DNS and files when absent. */
   platformDeps?: PlatformDeps;
+  /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
+  memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
   selfCommand?: readonly string[];
+}
+
+/** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
+function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
+  if (!secrets || secrets.opts.signer.kind !== "none") return [];
+  const w = secrets.opts.workloadFiles;
+  return [w.certChainPath, w.keyPath, w.rootCertPath];
 }
 
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
@@ -54,7 +64,8 @@ export class Agent {
   readonly done: Promise<number>;
   dns?: DnsProxy;
   secrets?: SecretManager;
-  upstream?: UpstreamSide;
+  /** The xDS relay; also where VM health transitions go. */
+  xds?: XdsProxy;
   envoy?: EnvoyComponent;
   private readonly components: Component[] = [];
   private readonly log: Logger;
@@ -67,6 +78,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
+  private terminating = false;
 
   constructor(
     readonly config: AgentConfig,
@@ -91,6 +104,22 @@ export class Agent {
     } finally {
       this.endStartPath();
     }
+    this.startMemoryLimit();
+  }
+
+  /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
+  private startMemoryLimit(): void {
+    let limitBytes: number | undefined;
+    try {
+      limitBytes = parseGoMemLimit(this.config.env.GOMEMLIMIT);
+    } catch (e) {
+      if (!(e instanceof MemLimitError)) throw e;
+      this.log.warn(`${e.message}; no memory limit`);
+      return;
+    }
+    if (limitBytes === undefined) return;
+    const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -111,12 +140,22 @@ export class Agent {
     const stop = this.stopAll.signal;
 
     const lifecycle: LifecycleControl = {
-      quit: () => (this.envoy ? this.envoy.quit() : this.finish(0)),
+      quit: () => {
+        this.terminating = true;
+        return this.envoy ? this.envoy.quit() : this.finish(0);
+      },
       drain: async () => {
         if (this.envoy) await this.envoy.drain();
       },
     };
-    signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        this.terminating = true;
+        if (!this.envoy) this.finish(0);
+      },
+      { once: true },
+    );
 
     // Istio discovers the platform before anything starts; here it runs beside the other start
     // steps and only the bootstraps (node metadata, locality) wait for it.
@@ -130,7 +169,13 @@ export class Agent {
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
       const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
       this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
-      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart, ...(tokens ? { tokens } : {}) });
+      // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
+      // file-backed server (whose code is imported only then).
+      const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
+      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(local ? { upstream: local.upstream } : tokens ? { upstream: (await import("./credentials/upstream.ts")).tokenFirstIstiodUpstream(cfg, tokens, sink.logger("xdsproxy")) } : {}) }));
+      // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
+      const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
+      sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const status =
@@ -140,7 +185,7 @@ export class Agent {
               ...common,
               lifecycle,
               ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
-              health: this.upstream.health,
+              health: xds,
               envoyEnabled,
               shutdown: signal,
             })
@@ -152,7 +197,7 @@ export class Agent {
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], this.upstream.components, [tracer]];
+      const chains = [[status], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {
@@ -191,11 +236,14 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
+        this.log.info("Starting proxy agent");
         await this.envoy.start(signal);
         step("envoy");
+        // Istio's "Envoy exited normally/with error" lines come from the supervisor.
         void this.envoy.exited.then((code) => this.finish(code));
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
@@ -248,6 +296,7 @@ export class Agent {
     void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
       if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
       this.log.info("Agent stopped");
+      if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);
     });
   }

@@ -6,7 +6,9 @@
 
 import type { TokenSource } from "../ca/token.ts";
 import type { Logger } from "../lib/log.ts";
-import type { StreamMeta, Upstream, UpstreamHandlers, UpstreamStream } from "../xds/upstream.ts";
+import type { AgentConfig } from "../config/agentconfig.ts";
+import { IstiodUpstream, nodeFiles, type StreamMeta, type Upstream, type UpstreamHandlers, type UpstreamStream } from "../xds/upstream.ts";
+import { dialConfigFrom } from "../xds/upstream-config.ts";
 
 export class TokenFirstUpstream implements Upstream {
   constructor(
@@ -47,4 +49,9 @@ export class TokenFirstUpstream implements Upstream {
       },
     };
   }
+}
+
+/** The istiod upstream of the agent's config, its streams waiting for `tokens`. */
+export function tokenFirstIstiodUpstream(cfg: AgentConfig, tokens: TokenSource, log: Logger): Upstream {
+  return new TokenFirstUpstream(new IstiodUpstream(dialConfigFrom(cfg, nodeFiles)), tokens, log);
 }
