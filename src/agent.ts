@@ -26,6 +26,8 @@ import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
 import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
+import type { PlatformInfo } from "./config/metadata.ts";
+import type { PlatformDeps } from "./platform/types.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -35,6 +37,8 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** Edges of platform discovery (tests); the real HTTP, DNS and files when absent. */
+  platformDeps?: PlatformDeps;
   /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
   memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
@@ -154,19 +158,25 @@ export class Agent {
       { once: true },
     );
 
+    // Istio discovers the platform before anything starts; here it runs beside the other start
+    // steps and only the bootstraps (node metadata, locality) wait for it.
+    const platformWait = this.discoverPlatform();
     try {
       const afterStart = this.afterStart;
       if (dnsProxyEnabled(cfg)) {
         const { createDnsProxy } = await import("./dns/factory.ts");
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart });
+      // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
       // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.
       const wasm = wasmFromConfig(cfg, { sink, registry: this.registry, now: this.now });
-      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(local ? { upstream: local.upstream } : {}), ...(wasm ? { ecds: wasm.hook } : {}) }));
+      const upstream = local ? local.upstream : tokens ? (await import("./credentials/upstream.ts")).tokenFirstIstiodUpstream(cfg, tokens, sink.logger("xdsproxy")) : undefined;
+      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(upstream ? { upstream } : {}), ...(wasm ? { ecds: wasm.hook } : {}) }));
       // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
       const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
       sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
@@ -210,7 +220,9 @@ export class Agent {
       const sdsMode = this.secrets.mode;
       const credentialSocketExists = await detectCredentialSocket(cfg.root);
       if (credentialSocketExists) this.log.info("Credential SDS socket found");
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
+      const platform = await platformWait;
+      step("platform");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists, platform };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
@@ -251,6 +263,22 @@ export class Agent {
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+  }
+
+  /** The platform's node facts (PLATFORM_METADATA, locality, instance labels); Unknown on any failure. */
+  private async discoverPlatform(): Promise<PlatformInfo> {
+    const log = this.deps.sink.logger("platform");
+    try {
+      const { discoverAgentPlatform } = await import("./platform/index.ts");
+      const found = await discoverAgentPlatform(this.config, log, this.deps.platformDeps);
+      const md = found.info.metadata ?? {};
+      const loc = found.info.locality;
+      log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
+      return found.info;
+    } catch (e) {
+      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
+    }
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */

@@ -11,7 +11,7 @@ beforeAll(() => {
 afterAll(() => box?.cleanup());
 
 function run(args: string[], env: Record<string, string> = {}) {
-  const r = Bun.spawnSync([box.bin, ...args], { cwd: box.dir, env: { PATH: process.env.PATH ?? "", ...env } });
+  const r = Bun.spawnSync([box.bin, ...args], { cwd: box.dir, env: { PATH: process.env.PATH ?? "", CLOUD_PLATFORM: "none", ...env } });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 

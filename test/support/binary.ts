@@ -34,8 +34,14 @@ export interface Running {
   waitFor(re: RegExp, ms?: number): Promise<string>;
 }
 
+/**
+ * Agents started by tests never probe the link-local cloud metadata address from the host's
+ * network (Istio's default when CLOUD_PLATFORM is unset); a test that wants a platform sets it.
+ */
+export const NO_CLOUD: Record<string, string> = { CLOUD_PLATFORM: "none" };
+
 export function start(bin: string, args: string[], opts: { cwd: string; env?: Record<string, string> }): Running {
-  const proc = Bun.spawn([bin, ...args], { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...opts.env }, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([bin, ...args], { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...NO_CLOUD, ...opts.env }, stdout: "pipe", stderr: "pipe" });
   let text = "";
   const waiters: { re: RegExp; resolve: (s: string) => void }[] = [];
   const pump = async (stream: ReadableStream<Uint8Array>) => {
