@@ -20,9 +20,11 @@ import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
+import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -32,9 +34,21 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
+  memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
   selfCommand?: readonly string[];
 }
+
+/** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
+function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
+  if (!secrets || secrets.opts.signer.kind !== "none") return [];
+  const w = secrets.opts.workloadFiles;
+  return [w.certChainPath, w.keyPath, w.rootCertPath];
+}
+
+/** pilot-agent's exit code when its command fails (os.Exit(-1)). */
+export const START_FAILURE_EXIT_CODE = 255;
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
 const STOP_GRACE_MS = 5_000;
@@ -59,6 +73,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
+  private terminating = false;
 
   constructor(
     readonly config: AgentConfig,
@@ -83,6 +99,22 @@ export class Agent {
     } finally {
       this.endStartPath();
     }
+    this.startMemoryLimit();
+  }
+
+  /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
+  private startMemoryLimit(): void {
+    let limitBytes: number | undefined;
+    try {
+      limitBytes = parseGoMemLimit(this.config.env.GOMEMLIMIT);
+    } catch (e) {
+      if (!(e instanceof MemLimitError)) throw e;
+      this.log.warn(`${e.message}; no memory limit`);
+      return;
+    }
+    if (limitBytes === undefined) return;
+    const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -103,12 +135,22 @@ export class Agent {
     const stop = this.stopAll.signal;
 
     const lifecycle: LifecycleControl = {
-      quit: () => (this.envoy ? this.envoy.quit() : this.finish(0)),
+      quit: () => {
+        this.terminating = true;
+        return this.envoy ? this.envoy.quit() : this.finish(0);
+      },
       drain: async () => {
         if (this.envoy) await this.envoy.drain();
       },
     };
-    signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        this.terminating = true;
+        if (!this.envoy) this.finish(0);
+      },
+      { once: true },
+    );
 
     try {
       const afterStart = this.afterStart;
@@ -156,13 +198,17 @@ export class Agent {
       step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
+      const credentialSocketExists = await detectCredentialSocket(cfg.root);
+      if (credentialSocketExists) this.log.info("Credential SDS socket found");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
-      const grpcWrite = writeGrpcBootstrap(cfg, ctx);
+      // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
+      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? writeGrpcBootstrap(cfg, ctx) : undefined;
       const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
-      this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
 
       if (envoyWrite) {
         const bootstrap = await envoyWrite;
@@ -172,20 +218,24 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
+        this.log.info("Starting proxy agent");
         await this.envoy.start(signal);
         step("envoy");
+        // Istio's "Envoy exited normally/with error" lines come from the supervisor.
         void this.envoy.exited.then((code) => this.finish(code));
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
       }
     } catch (e) {
+      // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
       this.log.error(`agent failed to start: ${(e as Error).message}`);
-      this.exitCode = 1;
+      this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
-      this.finish(1);
+      this.finish(START_FAILURE_EXIT_CODE);
       return;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
@@ -212,6 +262,7 @@ export class Agent {
     void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
       if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
       this.log.info("Agent stopped");
+      if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);
     });
   }

@@ -6,7 +6,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { existsSync } from "node:fs";
 import { isIP } from "node:net";
-import { checkServerIdentity } from "node:tls";
+import { checkServerIdentity, createSecureContext } from "node:tls";
+import { complianceTls } from "../lib/compliance.ts";
 
 const IP_SNI_PLACEHOLDER = "ip-address.invalid";
 import { CaError } from "./errors.ts";
@@ -105,14 +106,16 @@ export class IstioCaClient implements CertificateSigner {
         key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
         cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
       }
+      // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
+      const secure = createSecureContext({ ...(root ? { ca: root } : {}), ...(key && cert ? { key, cert } : {}), ...complianceTls(o.compliancePolicy ?? "") });
       const name = o.serverName;
       if (name && isIP(name) !== 0) {
         // Bun refuses an IP as TLS server name (SNI) where Node only warns; grpc-js always sets
         // one. Send a placeholder name and check the certificate against the IP ourselves.
-        creds = grpc.credentials.createSsl(root, key, cert, { checkServerIdentity: (_host, c) => checkServerIdentity(name, c) });
+        creds = grpc.credentials.createFromSecureContext(secure, { checkServerIdentity: (_host, c) => checkServerIdentity(name, c) });
         channelOpts["grpc.ssl_target_name_override"] = IP_SNI_PLACEHOLDER;
       } else {
-        creds = grpc.credentials.createSsl(root, key, cert);
+        creds = grpc.credentials.createFromSecureContext(secure);
         if (name) {
           channelOpts["grpc.ssl_target_name_override"] = name;
           channelOpts["grpc.default_authority"] = name;

@@ -2,6 +2,7 @@
 // exactly as pilot-agent does, logs it once, builds the composition root and runs until
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
+import { lookup } from "node:dns/promises";
 import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
@@ -14,6 +15,7 @@ import { PROXY_ENV } from "../config/env.ts";
 import { formatEnvHelp, type EnvDecl } from "../config/envdecl.ts";
 import { proxyConfigYaml } from "../config/redact.ts";
 import { parseDownwardApi } from "../config/downward.ts";
+import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import type { InterfaceTable } from "../config/node.ts";
@@ -53,6 +55,20 @@ export function proxyHelp(): string {
   ].join("\n");
 }
 
+/**
+ * Istio's `FLAG: --name="value"` start-up lines (pkg/cmd PrintFlags): every flag of the command,
+ * inherited ones included, sorted by name, with pflag's text for the value.
+ */
+export function flagLines(values: Record<string, unknown>, specs: readonly FlagSpec[]): string[] {
+  return [...specs]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((f) => {
+      const v = values[f.name];
+      const text = Array.isArray(v) ? `[${v.join(",")}]` : String(v);
+      return `FLAG: --${f.name}=${JSON.stringify(text)}`;
+    });
+}
+
 export interface ProxyHost {
   interfaces(): InterfaceTable;
   cpuCount(): number;
@@ -79,6 +95,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   }
   const sink = logSinkFromFlags(parsed, { stdout: io.out, stderr: io.err });
   const log = sink.logger();
+  for (const line of flagLines(parsed.values, [...GLOBAL_FLAGS, ...PROXY_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }])) log.info(line);
   for (const u of parsed.unknown) log.warn(`unknown flag ignored (accepted for backward compatibility): ${u}`);
   if (parsed.positionals.length > 1) throw new CliError(`proxy: expected at most one proxy type, got ${parsed.positionals.join(" ")}`);
   const flags = parsed.values as unknown as ProxyFlags;
@@ -101,17 +118,24 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       cpuCount: host.cpuCount(),
       root,
       uid: host.uid(),
-      version: info.version,
+      version: info.istioVersion,
     });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;
   }
   const { config } = loaded;
-  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime})`);
+  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime}; Istio ${info.istioVersion} at ${info.istioCommit})`);
   log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
   for (const n of loaded.notes) log.info(n);
   for (const w of loaded.warnings) log.warn(w);
+  const statsd = config.proxyConfig.statsdUdpAddress;
+  if (statsd) {
+    const r = await resolveStatsdAddress(statsd, systemLookup);
+    log[r.line.level](r.line.text);
+    config.proxyConfig = { ...config.proxyConfig, statsdUdpAddress: r.address };
+    if (r.address === undefined) delete config.proxyConfig.statsdUdpAddress;
+  }
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
@@ -138,3 +162,6 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     unsubscribe?.();
   }
 }
+
+/** The system resolver (getaddrinfo, as Go's default resolver with cgo), every address. */
+const systemLookup: IpLookup = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family }));

@@ -56,9 +56,12 @@ export function declare<T extends EnvType>(name: string, type: T, def: EnvValueO
 
 /** Parse one declared variable; a bad value yields the default plus a problem naming it. */
 export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?: EnvProblem[]): EnvValueOf<T> {
+  // As Istio's pkg/env (os.LookupEnv): only an unset variable takes the default. A string set to
+  // "" stays "" (GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off); an empty bool, number or
+  // duration does not parse, so it is reported and the default used, as Istio warns and defaults.
   let raw = env[d.name];
-  if ((raw === undefined || raw === "") && d.alias) raw = env[d.alias];
-  if (raw === undefined || raw === "") return d.default;
+  if (raw === undefined && d.alias) raw = env[d.alias];
+  if (raw === undefined) return d.default;
   const fail = (message: string): EnvValueOf<T> => {
     problems?.push({ name: d.name, value: d.secret ? "<redacted>" : raw!, message });
     return d.default;
@@ -66,10 +69,15 @@ export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?
   switch (d.type) {
     case "string":
       return raw as EnvValueOf<T>;
-    case "bool":
-    case "optbool": {
+    case "bool": {
       const b = parseGoBool(raw);
       return b === undefined ? fail(`expecting true/false`) : (b as EnvValueOf<T>);
+    }
+    case "optbool": {
+      // Set at all means set (Istio's Lookup reports it found): a bad value counts as false.
+      const b = parseGoBool(raw);
+      if (b === undefined) fail(`expecting true/false; using false`);
+      return (b ?? false) as EnvValueOf<T>;
     }
     case "int": {
       const n = Number(raw);

@@ -5,6 +5,8 @@
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
 // the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
 
+import { existsSync } from "node:fs";
+import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
@@ -13,6 +15,7 @@ import type { Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
+import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
@@ -40,12 +43,12 @@ export interface SecretManagerDeps {
   warmAfter?: Promise<unknown>;
 }
 
-/** A blocker registered only while raised (reblock) and removed on clear. */
+/** A readiness warning registered only while raised (reblock) and removed on clear. */
 function lazyBlocker(readiness: Readiness, name: string): Blocker {
   let b: Blocker | undefined;
   return {
     reblock: () => {
-      b = b ?? readiness.block(name);
+      b = b ?? readiness.warn(name);
       b.reblock();
     },
     fail: (err) => b?.fail(err),
@@ -72,7 +75,7 @@ export class SecretManager implements Component, TrustBundleSink {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
-    this.warmed = deps.readiness.block(WARMED_BLOCKER);
+    this.warmed = deps.readiness.warn(WARMED_BLOCKER);
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -101,7 +104,7 @@ export class SecretManager implements Component, TrustBundleSink {
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
     if (this.mode) {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
-      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock });
+      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
       await this.server.start();
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
@@ -127,6 +130,7 @@ export class SecretManager implements Component, TrustBundleSink {
     switch (s.kind) {
       case "none":
         log.info(`no CA client: ${s.why}`);
+        log.info("Workload is using file mounted certificates. Skipping connecting to CA");
         return undefined;
       case "local": {
         // A root from files is checked at start (a bad directory stops the agent); a generated
@@ -137,8 +141,18 @@ export class SecretManager implements Component, TrustBundleSink {
         return ca;
       }
       case "istiod": {
+        // As Istio's createCitadel: a TLS CA whose root file is missing stops the agent at start.
+        const root = s.ca.rootCertPath;
+        if (s.ca.tls && s.ca.rootMustExist && root && root !== "SYSTEM" && !existsSync(root)) {
+          throw new CaError("config", `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: mount the istio-ca-root-cert configmap, set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)`);
+        }
         const retries = this.metrics.outgoingRetries;
         const random = this.deps.random;
+        // Istio's lines (pkg/istio-agent agent.go, plugins.go), then ours with the details.
+        log.info(`CA Endpoint ${s.ca.address}, provider Citadel`);
+        if (!s.ca.tls) log.warn("Debug mode or IP-secure network");
+        else if (s.ca.rootCertPath === "SYSTEM" || !s.ca.rootCertPath) log.info(`Using CA ${s.ca.address} cert with system certs`);
+        else log.info(`Using CA ${s.ca.address} cert with certs: ${s.ca.rootCertPath}`);
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
         return lazySigner("istiod", async () => {
           const { IstioCaClient } = await import("../ca/client.ts");

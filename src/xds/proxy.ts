@@ -69,7 +69,7 @@ export class XdsProxy implements Component, HealthReporter {
     this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
-    this.blocker = o.readiness?.block(READINESS_XDS);
+    this.blocker = o.readiness?.warn(READINESS_XDS);
     this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
   }
 
@@ -143,13 +143,27 @@ export interface XdsProxyDeps {
   upstream?: Upstream;
 }
 
+/**
+ * Who may connect to the XDS socket. In proxyless mode (DISABLE_ENVOY) the application container,
+ * running as its own UID, is the xDS client: unless XDS_AUTHORIZED_UIDS says otherwise every UID
+ * is allowed (said once at start); with Envoy the default stays {own UID, 1337, 0}.
+ */
+export function xdsAuthorizer(cfg: AgentConfig, log: Logger): PeerAuthorizer {
+  const proxyless = cfg.env.DISABLE_ENVOY;
+  const a = new PeerAuthorizer(cfg.env.XDS_AUTHORIZED_UIDS, cfg.uid, proxyless);
+  if (proxyless && cfg.env.XDS_AUTHORIZED_UIDS.trim() === "") {
+    log.info("proxyless mode (DISABLE_ENVOY): the XDS socket accepts clients of any UID; set XDS_AUTHORIZED_UIDS to restrict it");
+  }
+  return a;
+}
+
 /** The composition root's factory: everything from AgentConfig. */
 export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
   const configPath = resolve(cfg.root, cfg.proxyConfig.configPath ?? "./etc/istio/proxy");
   return new XdsProxy({
     socketPath: join(configPath, "XDS"),
     upstream: deps.upstream ?? new IstiodUpstream(dialConfigFrom(cfg, nodeFiles)),
-    authorizer: new PeerAuthorizer(cfg.env.XDS_AUTHORIZED_UIDS, cfg.uid),
+    authorizer: xdsAuthorizer(cfg, deps.log),
     log: deps.log,
     registry: deps.registry,
     readiness: deps.readiness,

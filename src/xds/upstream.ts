@@ -13,6 +13,7 @@ import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
+import { complianceTls } from "../lib/compliance.ts";
 
 export interface StreamMeta {
   /** `/envoy.service.discovery.v3.AggregatedDiscoveryService/<method>` */
@@ -160,7 +161,7 @@ export class IstiodUpstream implements Upstream {
       let socket: net.Socket;
       if (c.tls) {
         const m = loadTlsMaterial(c.tls, this.files, this.now());
-        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), minVersion: "TLSv1.2", ALPNProtocols: ["h2"] });
+        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), ALPNProtocols: ["h2"], ...complianceTls(c.compliancePolicy) });
       } else {
         socket = net.connect({ host, port: c.port });
       }

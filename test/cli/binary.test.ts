@@ -16,11 +16,11 @@ function run(args: string[], env: Record<string, string> = {}) {
 }
 
 describe("compiled agent", () => {
-  test("version --short prints the package version", () => {
+  test("version --short prints the package version in Istio's shape", () => {
     const pkg = JSON.parse(readFileSync(join(import.meta.dir, "../../package.json"), "utf8"));
     const r = run(["version", "--short"]);
     expect(r.code).toBe(0);
-    expect(r.out.trim()).toBe(pkg.version);
+    expect(r.out).toBe(`client version: ${pkg.version}\n`);
   });
 
   test("version -o json carries the git commit baked in at build time", () => {
@@ -60,6 +60,7 @@ describe("compiled agent", () => {
         POD_NAMESPACE: "demo",
         INSTANCE_IP: "10.9.8.7",
         DISABLE_ENVOY: "true",
+        CA_ROOT_CA: "SYSTEM",
         PROXY_CONFIG: JSON.stringify({ drainDuration: "7s", statusPort: 15999, discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", proxyMetadata: { SECRET_TOKEN: "hunter2" } }),
       },
     });

@@ -32,6 +32,8 @@ export interface PodOptions {
   proxyConfig?: Record<string, unknown>;
   /** Files to write (relative to the root) before the agent starts. */
   files?: Record<string, string>;
+  /** The agent's arguments (default: proxy sidecar). */
+  args?: string[];
   /** A command the agent is started through, e.g. `unshare -m sh -c '…; exec "$@"' sh`. */
   prefix?: string[];
 }
@@ -56,7 +58,7 @@ export async function startPod(opts: PodOptions = {}): Promise<Pod> {
     PROXY_CONFIG: JSON.stringify(proxyConfig),
     ...opts.env,
   };
-  const argv = [...(opts.prefix ?? []), box.bin, "proxy", "sidecar"];
+  const argv = [...(opts.prefix ?? []), box.bin, ...(opts.args ?? ["proxy", "sidecar"])];
   const agent = start(argv[0]!, argv.slice(1), { cwd: box.dir, env });
   return {
     box,
