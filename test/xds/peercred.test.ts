@@ -1,14 +1,13 @@
 // SO_PEERCRED on the XDS socket: a client running as a UID outside XDS_AUTHORIZED_UIDS is closed
 // before any HTTP/2 byte, logged with pid/uid and counted; an allowed client gets the server's
-// SETTINGS. Needs root (to run the client as another UID); skips with a message otherwise.
+// SETTINGS. Needs root and setpriv (to run the client as another UID): see test/support/requires.ts.
 
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { metricValue, startHarness, type Harness } from "./harness.ts";
+import { testRequiring } from "../support/requires.ts";
 
-const isRoot = process.getuid?.() === 0;
-const hasSetpriv = Bun.which("setpriv") !== null;
 let h: Harness | undefined;
 afterAll(async () => h?.stop());
 
@@ -31,7 +30,7 @@ async function runClient(socket: string, script: string, asUid?: number): Promis
   return out.trim();
 }
 
-test.if(isRoot && hasSetpriv)("a client as uid 4242 is refused, logged and counted; root is served", async () => {
+testRequiring({ root: true, tools: ["setpriv"], apt: ["util-linux"] }, "a client as uid 4242 is refused, logged and counted; root is served", async () => {
   h = await startHarness({ env: { XDS_AUTHORIZED_UIDS: "0,1337" } });
   for (const d of [h.root, join(h.root, "etc"), join(h.root, "etc/istio"), join(h.root, "etc/istio/proxy")]) chmodSync(d, 0o755);
   const script = join(h.root, "client.cjs");
@@ -43,9 +42,3 @@ test.if(isRoot && hasSetpriv)("a client as uid 4242 is refused, logged and count
   expect(await runClient(h.proxy.socketPath, script)).toBe("served");
   expect(await metricValue(h.registry, "istio_agent_xds_rejected_peers")).toBe(1);
 }, 20_000);
-
-if (!isRoot || !hasSetpriv) {
-  test("peer-credential rejection (skipped)", () => {
-    console.log("skipping SO_PEERCRED rejection test: needs root and setpriv");
-  });
-}
