@@ -6,7 +6,8 @@ import { generateKeyAndCsr, keyOptionsFromEnv, spiffeId, type KeyOptions } from 
 import { IstioCaClient } from "../../src/ca/client.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { FakeCa } from "../support/fake-ca.ts";
-import { certPubkey, certText, csrText, keyPubkey, opensslAvailable, verifyChain } from "./openssl.ts";
+import { certPubkey, certText, csrText, keyPubkey, OPENSSL, verifyChain } from "./openssl.ts";
+import { describeRequiring } from "../support/requires.ts";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,12 +33,11 @@ describe("keyOptionsFromEnv", () => {
   });
 });
 
-describe("issued certificates verified by openssl", () => {
+describeRequiring(OPENSSL, "issued certificates verified by openssl", () => {
   let ca: FakeCa;
   let dir: string;
   let client: IstioCaClient;
   beforeAll(async () => {
-    if (!opensslAvailable()) throw new Error("openssl CLI is required (apt-get install openssl)");
     ca = await FakeCa.start({ token: "tok-1", spiffeId: SPIFFE });
     dir = mkdtempSync(join(tmpdir(), "keygen-"));
     writeFileSync(join(dir, "root.pem"), ca.tls!.rootPem);

@@ -24,6 +24,7 @@ export interface TestPki {
 export function makeTestPki(dir: string, sans: string[] = []): TestPki {
   mkdirSync(dir, { recursive: true });
   const p = (f: string) => join(dir, f);
+  if (Bun.which("openssl") === null) throw new Error("makeTestPki: the openssl CLI is needed to make the test PKI (apt-get install openssl)");
   const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", p("ca-key.pem"), "-out", p("ca.pem"), "-days", "2", "-subj", "/O=test/CN=test-root", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
   const leaf = (name: string, ext: string) => {
