@@ -12,7 +12,13 @@ import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const SPIFFE = spiffeId("cluster.local", "bookinfo", "reviews");
+// A literal, not spiffeId(): the expected value must not come from the code under test.
+const SPIFFE = "spiffe://cluster.local/ns/bookinfo/sa/reviews";
+
+test("spiffeId builds Istio's workload identity", () => {
+  expect(spiffeId("cluster.local", "bookinfo", "reviews")).toBe(SPIFFE);
+  expect(spiffeId("example.org", "default", "default")).toBe("spiffe://example.org/ns/default/sa/default");
+});
 
 describe("keyOptionsFromEnv", () => {
   const base = { ECC_SIGNATURE_ALGORITHM: "", ECC_CURVE: "P256", WORKLOAD_RSA_KEY_SIZE: 2048, PKCS8_KEY: false };
