@@ -88,6 +88,8 @@ export const ADS_SERVICE_DEF = { StreamAggregatedResources: method("StreamAggreg
 export class FakeStream {
   readonly requests: DecodedRequest[] = [];
   readonly metadata: Record<string, string>;
+  /** The client certificate the TLS peer presented (DER), if any. */
+  readonly peerCertDer: Buffer | undefined;
   readonly closed: Promise<void>;
   private waiters: { pred: (r: DecodedRequest) => boolean; resolve: (r: DecodedRequest) => void; from: number }[] = [];
   private nonce = 0;
@@ -99,6 +101,8 @@ export class FakeStream {
     private readonly types: ReturnType<typeof discoveryTypes>,
   ) {
     this.metadata = Object.fromEntries(Object.entries(call.metadata.getMap()).map(([k, v]) => [k, String(v)]));
+    const peer = call.getAuthContext?.()?.sslPeerCertificate;
+    this.peerCertDer = peer?.raw && peer.raw.length > 0 ? Buffer.from(peer.raw) : undefined;
     this.closed = new Promise((r) => {
       call.on("close", () => r());
       call.on("cancelled", () => r());
