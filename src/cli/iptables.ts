@@ -12,6 +12,7 @@ import { CaptureConfigError, fillFromEnvironment, validateCaptureConfig, type Ca
 import { DryRunXtables, RealXtables, spawnExec, type Exec } from "../iptables/deps.ts";
 import { CAPTURE_FLAGS, IPTABLES_ENV, LOG_FLAGS, parseCaptureCommand } from "../iptables/flags.ts";
 import { systemHost } from "../iptables/host.ts";
+import { realNft, runNftCapture } from "../iptables/nft-capture.ts";
 import { configureRoutes } from "../iptables/routes.ts";
 import { runValidation, VALIDATION_ERROR_CODE, VALIDATION_FAILED_MESSAGE } from "../iptables/validation.ts";
 
@@ -98,7 +99,19 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
     return 1;
   }
   const exec = inNamespace(io.exec ?? spawnExec, cfg.NETWORK_NAMESPACE);
-  if (!cfg.SKIP_RULE_APPLY) {
+  if (cfg.NATIVE_NFTABLES && !cfg.SKIP_RULE_APPLY) {
+    // Istio's ProgramNftables; a dry run prints the transaction instead of running anything.
+    try {
+      const program = await runNftCapture(cfg, cfg.DRY_RUN ? undefined : realNft(exec, (m) => log.debug(m)), log);
+      if (cfg.DRY_RUN) {
+        io.stdout(program);
+        log.info("skipping configuring routes due to dry run mode");
+      } else await configureRoutes(cfg, exec, log);
+    } catch (e) {
+      log.error((e as Error).message);
+      return 1;
+    }
+  } else if (!cfg.SKIP_RULE_APPLY) {
     const dry = cfg.DRY_RUN ? new DryRunXtables() : undefined;
     try {
       if (dry) log.info("running iptables in dry-run mode, no rule changes will be made");

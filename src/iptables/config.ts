@@ -225,5 +225,4 @@ export function validateCaptureConfig(c: CaptureConfig): void {
   if (!lb) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `failed to parse CIDR ${c.HOST_IPV4_LOOPBACK_CIDR}`);
   if (lb!.addr.family !== 4 || !isLoopback(lb!.addr)) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `expected valid IPv4 loopback address in CIDR ${c.HOST_IPV4_LOOPBACK_CIDR}`);
   if (lb!.bits < 8) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `expected CIDR ${c.HOST_IPV4_LOOPBACK_CIDR} to have mask in range [8, 32]; found ${lb!.bits}`);
-  if (c.NATIVE_NFTABLES) fail("--native-nftables (NATIVE_NFTABLES)", "native nftables mode is not supported by this agent; use iptables (nft or legacy backend)");
 }

@@ -185,13 +185,32 @@ export class RealXtables implements Xtables {
   }
 }
 
-/** The real `Exec`: Bun.spawn, no shell, stdin written then closed. */
+/** Cap on what a command may print (stdout and stderr each): a ruleset dump of a pod is far smaller. */
+export const MAX_COMMAND_OUTPUT_BYTES = 32 * 1024 * 1024;
+
+/** Reads a stream as text; rejects (after calling `onOverflow`) once it passes `max` bytes. */
+export async function readCapped(stream: ReadableStream<Uint8Array>, max: number, what: string, onOverflow: () => void): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of stream) {
+    total += chunk.byteLength;
+    if (total > max) {
+      onOverflow();
+      throw new Error(`${what} printed more than ${max} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
+/** The real `Exec`: Bun.spawn, no shell, stdin written then closed, output capped. */
 export const spawnExec: Exec = async (cmd, args, opts = {}) => {
   const proc = Bun.spawn([cmd, ...args], {
     stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore",
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const kill = () => proc.kill();
+  const [stdout, stderr, code] = await Promise.all([readCapped(proc.stdout, MAX_COMMAND_OUTPUT_BYTES, cmd, kill), readCapped(proc.stderr, MAX_COMMAND_OUTPUT_BYTES, cmd, kill), proc.exited]);
   return { code, stdout, stderr };
 };

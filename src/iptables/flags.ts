@@ -62,7 +62,7 @@ export const CAPTURE_FLAGS: readonly CaptureFlag[] = [
   f("reconcile", undefined, "bool", false, "RECONCILE", "Reconcile pre-existing and incompatible iptables rules instead of failing if drift is detected."),
   f("cleanup-only", undefined, "bool", false, "CLEANUP_ONLY", "Perform a forced cleanup without creating new iptables chains or rules."),
   f("force-apply", undefined, "bool", false, "FORCE_APPLY", "Apply iptables changes even if they appear to already be in place."),
-  f("native-nftables", undefined, "bool", false, "NATIVE_NFTABLES", "Use native nftables instead of iptables rules (not supported here; rejected)."),
+  f("native-nftables", undefined, "bool", false, "NATIVE_NFTABLES", "Program the capture with native nftables (one nft transaction in the inet family) instead of iptables."),
   f("force-iptables-binary", undefined, "string", "", "FORCE_IPTABLES_BINARY", "Break glass option to choose which iptables binary to use (legacy or nft)."),
   f("iptables-trace-logging", undefined, "bool", false, "TRACE_LOGGING", "Beyond Istio: add NFLOG companions (group 1337) to identified rules, read by `agent proxy` with IPTABLES_TRACE_LOGGING=true."),
 ];

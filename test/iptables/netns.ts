@@ -146,3 +146,16 @@ export function saveState(ns: string, bin = "iptables-save"): string {
     .map((l) => l.replace(/\[\d+:\d+\]$/, ""))
     .join("\n");
 }
+
+/** `nft -s list ruleset` (no counters) in a namespace. */
+export function ruleset(ns: string): string {
+  return must(["ip", "netns", "exec", ns, "nft", "-s", "list", "ruleset"]);
+}
+
+/** Names of the inet tables in a namespace. */
+export function inetTables(ns: string): string[] {
+  return must(["ip", "netns", "exec", ns, "nft", "list", "tables", "inet"])
+    .split("\n")
+    .map((l) => l.trim().replace(/^table inet /, ""))
+    .filter((l) => l !== "");
+}
