@@ -20,6 +20,7 @@ import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
+import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
@@ -32,7 +33,12 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
+  selfCommand?: readonly string[];
 }
+
+/** pilot-agent's exit code when its command fails (os.Exit(-1)). */
+export const START_FAILURE_EXIT_CODE = 255;
 
 /** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
 const STOP_GRACE_MS = 5_000;
@@ -154,13 +160,17 @@ export class Agent {
       step(`listening (${this.components.map((c) => c.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only" };
+      const credentialSocketExists = await detectCredentialSocket(cfg.root);
+      if (credentialSocketExists) this.log.info("Credential SDS socket found");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
-      const grpcWrite = writeGrpcBootstrap(cfg, ctx);
+      // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
+      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? writeGrpcBootstrap(cfg, ctx) : undefined;
       const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
-      this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
+      else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
 
       if (envoyWrite) {
         const bootstrap = await envoyWrite;
@@ -170,6 +180,7 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
         await this.envoy.start(signal);
@@ -179,10 +190,11 @@ export class Agent {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
       }
     } catch (e) {
+      // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
       this.log.error(`agent failed to start: ${(e as Error).message}`);
-      this.exitCode = 1;
+      this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
-      this.finish(1);
+      this.finish(START_FAILURE_EXIT_CODE);
       return;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";

@@ -2,12 +2,15 @@
 
 import { runCli } from "./cli/root.ts";
 import type { CliIO } from "./cli/io.ts";
+import { ENVOY_EXEC_COMMAND, runEnvoyExec } from "./envoy/deathlink.ts";
 
 const io: CliIO = {
   out: (s) => process.stdout.write(s),
   err: (s) => process.stderr.write(s),
   env: { ...process.env },
   cwd: process.cwd(),
+  // How to run this same program again: the compiled binary alone, or Bun plus the script.
+  selfCommand: (process.argv[1] ?? "").startsWith("/$bunfs/") || !process.argv[1] ? [process.execPath] : [process.execPath, process.argv[1]],
   onSignal(handler) {
     const term = () => handler("SIGTERM");
     const int = () => handler("SIGINT");
@@ -25,6 +28,9 @@ const io: CliIO = {
 const self = (process.argv0 ?? "").split("/").pop() ?? "";
 const argv = process.argv.slice(2);
 const effective = self === "istio-iptables" ? ["istio-iptables", ...argv] : argv;
+
+// The agent started as the Envoy launcher (src/envoy/deathlink.ts): become Envoy, nothing else.
+if (effective[0] === ENVOY_EXEC_COMMAND) process.exit(runEnvoyExec(effective.slice(1), io.err));
 
 runCli(effective, io).then(
   (code) => process.exit(code),

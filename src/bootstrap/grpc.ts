@@ -3,7 +3,8 @@
 // metadata is the typed metadata only (as Istio marshals it) with GENERATOR=grpc; with
 // OUTPUT_CERTS a file_watcher certificate provider points at the certificates the agent writes.
 
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
+import { atomicWriteFileSync } from "../lib/atomicwrite.ts";
 import { dirname, posix } from "node:path";
 import { typedMetadataJson, type BootstrapNode } from "../config/metadata.ts";
 import { BootstrapError } from "./errors.ts";
@@ -42,14 +43,7 @@ export function grpcBootstrapJson(opts: GrpcBootstrapOptions): string {
 
 /** Write `text` to `path` atomically (temp file in the same directory, then rename); synchronous: a few local syscalls at start. */
 export async function atomicWrite(path: string, text: string, mode: number): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
-  try {
-    writeFileSync(tmp, text, { mode });
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
+  atomicWriteFileSync(path, text, mode);
 }
 
 /** Create the directory (0700) and write the gRPC bootstrap file (0644) atomically. */

@@ -2,10 +2,10 @@
 // file merged by Envoy over the bootstrap via `--config-yaml <json>`. `$(HOST_IP)` is replaced by
 // HOST_IP (bracketed when it is IPv6, without doubling brackets the user already wrote).
 
-import { readFile } from "node:fs/promises";
 import { yamlLib } from "../lib/yaml.ts";
 import { BootstrapError } from "./errors.ts";
 import { goJsonMarshal } from "./gotemplate/json.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 /** Pure part: substitute HOST_IP and convert YAML/JSON text to compact JSON with sorted keys. */
 export function bootstrapOverrideToJson(text: string, hostIp: string, source = "ISTIO_BOOTSTRAP_OVERRIDE"): string {
@@ -29,7 +29,7 @@ export function bootstrapOverrideToJson(text: string, hostIp: string, source = "
 export async function readBootstrapOverride(path: string, hostIp: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await readBoundedText(path, { maxBytes: FILE_LIMITS.config });
   } catch (e) {
     throw new BootstrapError(`failed to read file: ${path}, ${(e as Error).message}`, path, { cause: e });
   }

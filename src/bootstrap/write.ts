@@ -4,13 +4,14 @@
 // The file operations are synchronous: a few local syscalls on the agent's start path, where a
 // round trip through the thread pool per operation would cost more than the syscall.
 
-import { accessSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { accessSync, mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { BootstrapNode } from "../config/metadata.ts";
 import type { ProxyConfig } from "../config/proxyconfig.ts";
 import { BootstrapError } from "./errors.ts";
 import { toTemplateParams, type BootstrapFlags } from "./params.ts";
 import { bootstrapOutputPath, BUILTIN_TEMPLATE_NAME, builtinTemplateText, compileTemplate, DEFAULT_TEMPLATE_PATH, effectiveTemplatePath, renderTemplate } from "./render.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export interface CreateBootstrapInput {
   node: BootstrapNode;
@@ -53,7 +54,7 @@ export async function loadTemplate(pc: ProxyConfig, templateOverride: string, ro
     return { name: BUILTIN_TEMPLATE_NAME, path, text: builtinTemplateText() };
   }
   try {
-    return { name: path, path, text: readFileSync(abs, "utf8") };
+    return { name: path, path, text: readBoundedTextSync(abs, FILE_LIMITS.config) };
   } catch (e) {
     throw new BootstrapError(`cannot read bootstrap template ${path}: ${(e as Error).message}`, path, { cause: e });
   }

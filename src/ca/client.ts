@@ -4,9 +4,10 @@
 // retries; after any failure the connection is rebuilt so a rotated root file is picked up.
 
 import * as grpc from "@grpc/grpc-js";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
-import { checkServerIdentity } from "node:tls";
+import { checkServerIdentity, createSecureContext } from "node:tls";
+import { complianceTls } from "../lib/compliance.ts";
 
 const IP_SNI_PLACEHOLDER = "ip-address.invalid";
 import { CaError } from "./errors.ts";
@@ -16,6 +17,7 @@ import { CA_MAX_ATTEMPTS, isRetriable, retryDelayMs } from "./retry.ts";
 import type { CertificateSigner } from "./signer.ts";
 import type { TokenSource } from "./token.ts";
 import { pemBlocks } from "./pem.ts";
+import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 
 export interface CaClientDeps {
   tokens: TokenSource;
@@ -93,7 +95,7 @@ export class IstioCaClient implements CertificateSigner {
       let root: Buffer | null = null;
       if (o.rootCertPath && o.rootCertPath !== "SYSTEM") {
         try {
-          root = readFileSync(o.rootCertPath);
+          root = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
         } catch (e) {
           throw new CaError("config", `CA root certificate ${o.rootCertPath}: ${(e as Error).message} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`);
         }
@@ -101,17 +103,19 @@ export class IstioCaClient implements CertificateSigner {
       let key: Buffer | null = null;
       let cert: Buffer | null = null;
       if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
-        key = readFileSync(o.clientKeyPath);
-        cert = readFileSync(o.clientCertPath);
+        key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
+        cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
       }
+      // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
+      const secure = createSecureContext({ ...(root ? { ca: root } : {}), ...(key && cert ? { key, cert } : {}), ...complianceTls(o.compliancePolicy ?? "") });
       const name = o.serverName;
       if (name && isIP(name) !== 0) {
         // Bun refuses an IP as TLS server name (SNI) where Node only warns; grpc-js always sets
         // one. Send a placeholder name and check the certificate against the IP ourselves.
-        creds = grpc.credentials.createSsl(root, key, cert, { checkServerIdentity: (_host, c) => checkServerIdentity(name, c) });
+        creds = grpc.credentials.createFromSecureContext(secure, { checkServerIdentity: (_host, c) => checkServerIdentity(name, c) });
         channelOpts["grpc.ssl_target_name_override"] = IP_SNI_PLACEHOLDER;
       } else {
-        creds = grpc.credentials.createSsl(root, key, cert);
+        creds = grpc.credentials.createFromSecureContext(secure);
         if (name) {
           channelOpts["grpc.ssl_target_name_override"] = name;
           channelOpts["grpc.default_authority"] = name;

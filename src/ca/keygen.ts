@@ -29,7 +29,7 @@ export function spiffeId(trustDomain: string, namespace: string, serviceAccount:
 export function keyOptionsFromEnv(env: { ECC_SIGNATURE_ALGORITHM: string; ECC_CURVE: string; WORKLOAD_RSA_KEY_SIZE: number; PKCS8_KEY: boolean }): KeyOptions {
   const alg = env.ECC_SIGNATURE_ALGORITHM.trim().toUpperCase();
   if (alg !== "" && alg !== "ECDSA") throw new CaError("config", `ECC_SIGNATURE_ALGORITHM: "${env.ECC_SIGNATURE_ALGORITHM}" is not supported (want ECDSA or empty for RSA)`);
-  const curve = env.ECC_CURVE.trim().toUpperCase();
+  const curve = env.ECC_CURVE.trim().toUpperCase() || "P256"; // Istio: anything but P384 is P256; "" is not an error
   if (curve !== "P256" && curve !== "P384") throw new CaError("config", `ECC_CURVE: "${env.ECC_CURVE}" is not supported (want P256 or P384)`);
   if (alg === "" && env.WORKLOAD_RSA_KEY_SIZE < 2048) throw new CaError("config", `WORKLOAD_RSA_KEY_SIZE: ${env.WORKLOAD_RSA_KEY_SIZE} is below the minimum 2048`);
   return { algorithm: alg === "ECDSA" ? "ECDSA" : "RSA", rsaKeySize: env.WORKLOAD_RSA_KEY_SIZE, curve, pkcs8: env.PKCS8_KEY };

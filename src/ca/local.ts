@@ -4,11 +4,11 @@
 // test CA. The CSR's signature is verified and only its SAN URIs are copied into the certificate.
 
 import { createPrivateKey, randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaError } from "./errors.ts";
 import { loadX509 } from "./keygen.ts";
 import type { CertificateSigner } from "./signer.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 const SAN_OID = "2.5.29.17";
 
@@ -73,7 +73,7 @@ export class LocalCa implements CertificateSigner {
   static async fromDir(dir: string, now: () => number = Date.now): Promise<LocalCa> {
     const read = async (name: string) => {
       try {
-        return await readFile(join(dir, name), "utf8");
+        return await readBoundedText(join(dir, name), { maxBytes: FILE_LIMITS.certificate });
       } catch (e) {
         throw new CaError("config", `LOCAL_CA_DIR: reading ${join(dir, name)}: ${(e as Error).message}`);
       }

@@ -13,6 +13,7 @@ export interface CaEnv {
   PROV_CERT: string;
   ISTIO_META_CLUSTER_ID: string;
   ISTIO_META_CERT_SIGNER: string;
+  COMPLIANCE_POLICY?: string;
 }
 
 export interface CaClientOptions {
@@ -22,6 +23,8 @@ export interface CaClientOptions {
   tls: boolean;
   /** Root PEM file to trust; `SYSTEM` = the OS trust store; undefined with plaintext. */
   rootCertPath?: string | "SYSTEM";
+  /** The root must exist at start (Istio's FindRootCAForCA; a PROV_CERT root is taken on trust). */
+  rootMustExist?: boolean;
   /** TLS server name (SNI and certificate check). */
   serverName?: string;
   /** Client certificate (PROV_CERT). */
@@ -31,6 +34,8 @@ export interface CaClientOptions {
   headers: Record<string, string>;
   /** CSR request metadata (CertSigner). */
   csrMetadata?: Record<string, string>;
+  /** COMPLIANCE_POLICY, applied to the TLS connection. */
+  compliancePolicy?: string;
 }
 
 export const MESH_ROOT_CERT_PATH = "./var/run/secrets/istio/root-cert.pem";
@@ -66,11 +71,12 @@ export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, stri
     if (k.startsWith("CA_HEADER_") && k.length > "CA_HEADER_".length && v !== undefined) headers[k.slice("CA_HEADER_".length)] = v;
   }
   const abs = (p: string) => (isAbsolute(p) ? p : join(root, p));
-  const opts: CaClientOptions = { address, tls, headers };
+  const opts: CaClientOptions = { address, tls, headers, ...(env.COMPLIANCE_POLICY ? { compliancePolicy: env.COMPLIANCE_POLICY } : {}) };
   if (env.ISTIO_META_CERT_SIGNER !== "") opts.csrMetadata = { CertSigner: env.ISTIO_META_CERT_SIGNER };
   if (tls) {
     const r = rootCertForCa(env);
     opts.rootCertPath = r === "SYSTEM" ? r : abs(r);
+    opts.rootMustExist = r !== "SYSTEM" && (env.CA_ROOT_CA !== "" || env.PILOT_CERT_PROVIDER === "custom" || env.PROV_CERT === "");
     opts.serverName = env.CA_ADDR === "" && env.ISTIOD_SAN !== "" ? env.ISTIOD_SAN : hostOf(address);
     if (env.PROV_CERT !== "") {
       opts.clientCertPath = abs(join(env.PROV_CERT, "cert-chain.pem"));

@@ -2,8 +2,8 @@
 // service-account token file, re-read on every request (kubelet rotates it), trimmed; a missing or
 // empty file means no authorization header. Never logged.
 
-import { readFile } from "node:fs/promises";
 import { CaError } from "./errors.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 export interface TokenSource {
   /** Human description for error messages (the path, never the token). */
@@ -22,7 +22,7 @@ export class FileTokenSource implements TokenSource {
 
   async token(): Promise<string | undefined> {
     try {
-      const t = (await readFile(this.path, "utf8")).trim();
+      const t = (await readBoundedText(this.path, { maxBytes: FILE_LIMITS.token })).trim();
       return t === "" ? undefined : t;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;

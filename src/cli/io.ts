@@ -8,6 +8,8 @@ export interface CliIO {
   err(text: string): void;
   env: EnvMap;
   cwd: string;
+  /** The argv prefix that runs this program again (Envoy is started through it, see envoy/deathlink.ts). */
+  selfCommand?: readonly string[];
   /** Subscribe to SIGTERM/SIGINT; returns an unsubscribe function. */
   onSignal?(handler: (signal: "SIGTERM" | "SIGINT") => void): () => void;
 }

@@ -2,7 +2,8 @@
 // exactly as pilot-agent does, logs it once, builds the composition root and runs until
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
-import { readFileSync, existsSync } from "node:fs";
+import { lookup } from "node:dns/promises";
+import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
 import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "./flags.ts";
@@ -14,9 +15,11 @@ import { PROXY_ENV } from "../config/env.ts";
 import { formatEnvHelp, type EnvDecl } from "../config/envdecl.ts";
 import { proxyConfigYaml } from "../config/redact.ts";
 import { parseDownwardApi } from "../config/downward.ts";
+import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import type { InterfaceTable } from "../config/node.ts";
+import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export const PROXY_FLAGS: FlagSpec[] = [
   { name: "domain", type: "string", default: "", usage: "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local" },
@@ -90,31 +93,38 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
       type: parsed.positionals[0] ?? "sidecar",
       flags,
       env: flags.localXdsPath ? { ...io.env, LOCAL_XDS_PATH: flags.localXdsPath } : io.env,
-      readFile: (p) => {
+      readFile: (p, maxBytes) => {
         const abs = resolve(root, p);
         if (!existsSync(abs)) return undefined;
-        return readFileSync(abs, "utf8");
+        return readBoundedTextSync(abs, maxBytes);
       },
       parseDownward: parseDownwardApi,
       interfaces: host.interfaces(),
       cpuCount: host.cpuCount(),
       root,
       uid: host.uid(),
-      version: info.version,
+      version: info.istioVersion,
     });
   } catch (e) {
     if (e instanceof ConfigError) throw new CliError(e.message);
     throw e;
   }
   const { config } = loaded;
-  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime})`);
+  log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime}; Istio ${info.istioVersion} at ${info.istioCommit})`);
   log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
   for (const n of loaded.notes) log.info(n);
   for (const w of loaded.warnings) log.warn(w);
+  const statsd = config.proxyConfig.statsdUdpAddress;
+  if (statsd) {
+    const r = await resolveStatsdAddress(statsd, systemLookup);
+    log[r.line.level](r.line.text);
+    config.proxyConfig = { ...config.proxyConfig, statsdUdpAddress: r.address };
+    if (r.address === undefined) delete config.proxyConfig.statsdUdpAddress;
+  }
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
   log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000 });
+  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000, ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}) });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {
@@ -137,3 +147,6 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     unsubscribe?.();
   }
 }
+
+/** The system resolver (getaddrinfo, as Go's default resolver with cgo), every address. */
+const systemLookup: IpLookup = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family }));

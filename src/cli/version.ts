@@ -16,11 +16,11 @@ export function runVersion(argv: string[], io: CliIO): number {
   const output = String(values.output);
   if (output !== "" && output !== "json" && output !== "yaml") throw new CliError(`--output must be 'yaml' or 'json'`);
   if (output) {
-    const doc = { clientVersion: { version: info.version, revision: info.revision, runtime_version: info.runtime, status: info.status, tag: info.version } };
+    const doc = { clientVersion: { version: info.version, revision: info.revision, runtime_version: info.runtime, status: info.status, tag: info.version, istio_version: info.istioVersion, istio_revision: info.istioCommit } };
     io.out(output === "json" ? JSON.stringify(doc, null, 2) + "\n" : stringify(doc));
     return 0;
   }
   if (values.short) io.out(`${info.version}\n`);
-  else io.out(`version.BuildInfo{Version:"${info.version}", GitRevision:"${info.revision}", RuntimeVersion:"${info.runtime}", BuildStatus:"${info.status}", GitTag:"${info.version}"}\n`);
+  else io.out(`version.BuildInfo{Version:"${info.version}", GitRevision:"${info.revision}", RuntimeVersion:"${info.runtime}", BuildStatus:"${info.status}", GitTag:"${info.version}", IstioVersion:"${info.istioVersion}", IstioRevision:"${info.istioCommit}"}\n`);
   return 0;
 }

@@ -63,6 +63,6 @@ export interface AgentConfig {
   root: string;
   /** The agent's own UID (0 when root). */
   uid: number;
-  /** Build version reported to istiod (ISTIO_VERSION metadata) and by `agent version`. */
+  /** The Istio release reported to istiod as ISTIO_VERSION metadata (unless ISTIO_META_ISTIO_VERSION is set). */
   version: string;
 }

@@ -19,6 +19,13 @@ export interface EnvDecl<T extends EnvType = EnvType> {
   secret?: boolean;
   /** Another name read when this one is unset (Istio's aliases, e.g. INVALID_DROP). */
   alias?: string;
+  /** Valid values of a number or duration (ms), inclusive; outside it the default is used, reported by name. */
+  range?: EnvRange;
+}
+
+export interface EnvRange {
+  min?: number;
+  max?: number;
 }
 
 export type EnvValueOf<T extends EnvType> = T extends "string"
@@ -43,15 +50,18 @@ export interface EnvProblem {
   message: string;
 }
 
-export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias">> = {}): EnvDecl<T> {
+export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias" | "range">> = {}): EnvDecl<T> {
   return { name, type, default: def, group, doc, ...extra };
 }
 
 /** Parse one declared variable; a bad value yields the default plus a problem naming it. */
 export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?: EnvProblem[]): EnvValueOf<T> {
+  // As Istio's pkg/env (os.LookupEnv): only an unset variable takes the default. A string set to
+  // "" stays "" (GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off); an empty bool, number or
+  // duration does not parse, so it is reported and the default used, as Istio warns and defaults.
   let raw = env[d.name];
-  if ((raw === undefined || raw === "") && d.alias) raw = env[d.alias];
-  if (raw === undefined || raw === "") return d.default;
+  if (raw === undefined && d.alias) raw = env[d.alias];
+  if (raw === undefined) return d.default;
   const fail = (message: string): EnvValueOf<T> => {
     problems?.push({ name: d.name, value: d.secret ? "<redacted>" : raw!, message });
     return d.default;
@@ -59,27 +69,53 @@ export function readOne<T extends EnvType>(env: EnvMap, d: EnvDecl<T>, problems?
   switch (d.type) {
     case "string":
       return raw as EnvValueOf<T>;
-    case "bool":
-    case "optbool": {
+    case "bool": {
       const b = parseGoBool(raw);
       return b === undefined ? fail(`expecting true/false`) : (b as EnvValueOf<T>);
     }
+    case "optbool": {
+      // Set at all means set (Istio's Lookup reports it found): a bad value counts as false.
+      const b = parseGoBool(raw);
+      if (b === undefined) fail(`expecting true/false; using false`);
+      return (b ?? false) as EnvValueOf<T>;
+    }
     case "int": {
       const n = Number(raw);
-      return Number.isSafeInteger(n) && /^[-+]?\d+$/.test(raw.trim()) ? (n as EnvValueOf<T>) : fail(`expecting an integer`);
+      if (!Number.isSafeInteger(n) || !/^[-+]?\d+$/.test(raw.trim())) return fail(`expecting an integer`);
+      return outOfRange(n, d) ? fail(rangeText(d)) : (n as EnvValueOf<T>);
     }
     case "float": {
       const n = Number(raw);
-      return Number.isFinite(n) && raw.trim() !== "" ? (n as EnvValueOf<T>) : fail(`expecting a number`);
+      if (!Number.isFinite(n) || raw.trim() === "") return fail(`expecting a number`);
+      return outOfRange(n, d) ? fail(rangeText(d)) : (n as EnvValueOf<T>);
     }
-    case "duration":
+    case "duration": {
+      let ms: number;
       try {
-        return parseGoDuration(raw) as EnvValueOf<T>;
+        ms = parseGoDuration(raw);
       } catch {
         return fail(`expecting a duration like 5s or 1m30s`);
       }
+      return outOfRange(ms, d) ? fail(rangeText(d)) : (ms as EnvValueOf<T>);
+    }
   }
   return d.default;
+}
+
+function outOfRange(n: number, d: EnvDecl): boolean {
+  return (d.range?.min !== undefined && n < d.range.min) || (d.range?.max !== undefined && n > d.range.max);
+}
+
+function rangeBound(n: number, d: EnvDecl): string {
+  return d.type === "duration" ? formatGoDuration(n) : String(n);
+}
+
+/** "out of range: want 1..65535" (durations in Go's notation). */
+export function rangeText(d: EnvDecl): string {
+  const { min, max } = d.range ?? {};
+  if (min !== undefined && max !== undefined) return `out of range: want ${rangeBound(min, d)} to ${rangeBound(max, d)}`;
+  if (min !== undefined) return `out of range: want at least ${rangeBound(min, d)}`;
+  return `out of range: want at most ${rangeBound(max!, d)}`;
 }
 
 /** Parse a whole table of declarations into a typed record. */

@@ -6,8 +6,10 @@ import { readAll, type EnvMap, type EnvProblem } from "./envdecl.ts";
 import { PROXY_ENV } from "./env.ts";
 import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
 import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
-import { validateProxyConfig } from "./validate.ts";
+import { addressProblem, validateProxyConfig } from "./validate.ts";
+import { FILE_LIMITS } from "../lib/boundedfile.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
+import { compliancePolicyProblem } from "../lib/compliance.ts";
 
 export { ConfigError };
 
@@ -22,8 +24,8 @@ export interface LoadInputs {
   type: string;
   flags: ProxyFlags;
   env: EnvMap;
-  /** Reads a file: its text, undefined when it does not exist; throws when it exists but cannot be read. */
-  readFile: (path: string) => string | undefined;
+  /** Reads a file of at most `maxBytes`: its text, undefined when it does not exist; throws when it exists but cannot be read. */
+  readFile: (path: string, maxBytes: number) => string | undefined;
   /** Parses the downward-API `key="quoted"` format. */
   parseDownward: (text: string, origin: string) => Record<string, string>;
   interfaces: InterfaceTable;
@@ -53,13 +55,15 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   const notes: string[] = [];
   const { values: env, problems } = readAll(inputs.env, PROXY_ENV);
   for (const p of problems) warnings.push(describeEnvProblem(p));
+  const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
+  if (compliance) warnings.push(compliance);
 
   const labels = readDownward(inputs, LABELS_PATH);
   const annotations = readDownward(inputs, ANNOTATIONS_PATH);
 
   // Layers: mesh config file < PROXY_CONFIG < annotation.
   const layers: LayerInput[] = [];
-  const meshText = readOrFail(inputs, inputs.flags.meshConfig, "mesh config file");
+  const meshText = readOrFail(inputs, inputs.flags.meshConfig, "mesh config file", FILE_LIMITS.config);
   if (meshText !== undefined) {
     layers.push({ layer: "mesh config", origin: `mesh config ${inputs.flags.meshConfig}`, text: meshText, meshConfig: true });
     notes.push(`Apply mesh config from file ${inputs.flags.meshConfig}`);
@@ -110,6 +114,9 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   // After validation, as Istio: annotations override discovery address and status port.
   const da = annotations[ANNOTATION_DISCOVERY_ADDRESS];
   if (da !== undefined) {
+    addressProblem(da, (m) => {
+      throw new ConfigError(`annotation ${ANNOTATION_DISCOVERY_ADDRESS}=${JSON.stringify(da)} (from ${ANNOTATIONS_PATH}): invalid discovery address: ${m}`);
+    });
     proxyConfig.discoveryAddress = da;
     sources.discoveryAddress = `annotation ${ANNOTATION_DISCOVERY_ADDRESS}`;
   }
@@ -172,17 +179,17 @@ function canonicalise(pc: Record<string, unknown>): void {
   }
 }
 
-function readOrFail(inputs: LoadInputs, path: string, what: string): string | undefined {
+function readOrFail(inputs: LoadInputs, path: string, what: string, maxBytes: number): string | undefined {
   if (!path) return undefined;
   try {
-    return inputs.readFile(path);
+    return inputs.readFile(path, maxBytes);
   } catch (e) {
     throw new ConfigError(`${what} ${path}: cannot be read: ${(e as Error).message}`);
   }
 }
 
 function readDownward(inputs: LoadInputs, path: string): Record<string, string> {
-  const text = readOrFail(inputs, path, "pod info file");
+  const text = readOrFail(inputs, path, "pod info file", FILE_LIMITS.podInfo);
   if (text === undefined) return {};
   try {
     return inputs.parseDownward(text, path);

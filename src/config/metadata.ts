@@ -178,7 +178,7 @@ function decodeTyped(key: string, type: FieldType, v: unknown, problems: string[
       try {
         const list = JSON.parse(v);
         if (!Array.isArray(list)) return bad("a JSON list of ports");
-        return list.map((p: Record<string, unknown>) => ({ name: p.name, containerPort: p.containerPort, protocol: p.protocol }));
+        return list.map(podPort);
       } catch {
         return bad("a JSON list of ports");
       }
@@ -189,6 +189,19 @@ function decodeTyped(key: string, type: FieldType, v: unknown, problems: string[
     case "proxyconfig":
       return typeof v === "object" && v !== null ? v : bad("a ProxyConfig object");
   }
+}
+
+/**
+ * One entry as Go's model.PodPort encodes it: `name` omitted when empty, `containerPort` and
+ * `protocol` always present (0 and "" when absent), so istiod sees the same string as from Istio.
+ */
+function podPort(p: unknown): Record<string, unknown> {
+  const o = (p && typeof p === "object" ? p : {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  if (typeof o.name === "string" && o.name !== "") out.name = o.name;
+  out.containerPort = typeof o.containerPort === "number" ? o.containerPort : 0;
+  out.protocol = typeof o.protocol === "string" ? o.protocol : "";
+  return out;
 }
 
 /** GetNodeMetaData. */

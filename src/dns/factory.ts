@@ -3,7 +3,7 @@
 // resolv.conf choice and respond-before-sync from DNS_PROXY_ADDR and the UID; upstreams and
 // search list from resolv.conf (unreadable: the agent cannot start).
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
@@ -13,6 +13,7 @@ import { DnsError } from "./errors.ts";
 import type { UpstreamTransport } from "./forwarder.ts";
 import { DnsProxy } from "./proxy.ts";
 import { ALTERNATE_RESOLV_CONF, bindAddresses, parseResolvConf, planDns, upstreamServers } from "./resolvconf.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export { dnsProxyEnabled } from "./enabled.ts";
 
@@ -38,7 +39,7 @@ export function createDnsProxy(cfg: AgentConfig, deps: DnsProxyDeps): DnsProxy {
   if (plan.warning) log.error(plan.warning);
   let text: string;
   try {
-    text = readFileSync(plan.resolvConfPath, "utf8");
+    text = readBoundedTextSync(plan.resolvConfPath, FILE_LIMITS.system);
   } catch (e) {
     throw new DnsError("resolvconf", `failed to load ${plan.resolvConfPath}: ${(e as Error).message}`);
   }

@@ -5,14 +5,14 @@
 // consecutive polls (a writer in the middle of a write does not trigger a restart).
 
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { sleep } from "../lib/component.ts";
+import { FILE_LIMITS, readBoundedFile } from "../lib/boundedfile.ts";
 
 export type ReadFileFn = (path: string) => Promise<Uint8Array | undefined>;
 
 const readOrUndefined: ReadFileFn = async (path) => {
   try {
-    return await readFile(path);
+    return await readBoundedFile(path, { maxBytes: FILE_LIMITS.config });
   } catch {
     return undefined;
   }

@@ -2,8 +2,7 @@
 // Everything is resolved here once (arguments, drain plan, restart policy, run-as user, admin
 // address); the supervisor itself only sees its narrow options.
 
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { parseAnyDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
@@ -14,6 +13,9 @@ import { envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLo
 import { knownIstioListeners, resolveDrainPlan } from "./drainplan.ts";
 import { parseRestartMode } from "./restart.ts";
 import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
+import { defaultLauncher } from "./deathlink.ts";
+import { EnvoyPidFile } from "./pidfile.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
@@ -33,6 +35,8 @@ export interface EnvoyDeps {
   reapOrphans?: boolean;
   /** Grace between SIGTERM and SIGKILL when stopping Envoy (default 5s). */
   stopGraceMs?: number;
+  /** The argv prefix that runs the agent again: Envoy is started through it so it dies with the agent. */
+  selfCommand?: readonly string[];
 }
 
 /** Milliseconds from a ProxyConfig duration field, or the default (with a warning) when invalid. */
@@ -63,7 +67,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   if (configYaml === undefined && env.ISTIO_BOOTSTRAP_OVERRIDE !== "") {
     const file = resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE);
     try {
-      configYaml = bootstrapOverrideToJson(readFileSync(file, "utf8"), env.HOST_IP, file);
+      configYaml = bootstrapOverrideToJson(readBoundedTextSync(file, FILE_LIMITS.config), env.HOST_IP, file);
     } catch (err) {
       log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
     }
@@ -122,6 +126,19 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
     // Istio removes the file it rendered, never a user's custom config file.
     cleanupFiles: custom === bootstrapPath ? [] : [bootstrapPath],
     ...((deps.reapOrphans ?? process.pid === 1) ? { reaper: { selfPid: process.pid } } : {}),
+    launcher: defaultLauncher(deps.selfCommand, process.pid),
+    pidFile: new EnvoyPidFile(join(dirname(bootstrapPath), "envoy.pid"), {
+      log,
+      kill: (pid, sig) => {
+        try {
+          process.kill(pid, sig);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    }),
   };
 }
 

@@ -66,6 +66,20 @@ export function describeExit(s: ExitStatus): string {
   return s.signal !== null ? `signal ${s.signal}` : `exit code ${s.code}`;
 }
 
+/** Go's exec.ExitError text, as Istio logs it: `exit status 3`, `signal: killed`. */
+export function goExitError(s: ExitStatus): string {
+  if (s.signal === null) return `exit status ${s.code ?? -1}`;
+  return `signal: ${GO_SIGNAL_NAMES[s.signal] ?? s.signal}`;
+}
+
+/** Go's syscall.Signal strings on Linux for the signals an Envoy dies of. */
+const GO_SIGNAL_NAMES: Record<string, string> = {
+  SIGHUP: "hangup", SIGINT: "interrupt", SIGQUIT: "quit", SIGILL: "illegal instruction", SIGTRAP: "trace/breakpoint trap",
+  SIGABRT: "aborted", SIGBUS: "bus error", SIGFPE: "floating point exception", SIGKILL: "killed", SIGUSR1: "user defined signal 1",
+  SIGSEGV: "segmentation fault", SIGUSR2: "user defined signal 2", SIGPIPE: "broken pipe", SIGALRM: "alarm clock", SIGTERM: "terminated",
+  SIGXCPU: "CPU time limit exceeded", SIGXFSZ: "file size limit exceeded", SIGSYS: "bad system call",
+};
+
 /** Shell convention for the agent's own exit code: the code, or 128 + signal number. */
 export function exitCodeOf(s: ExitStatus): number {
   if (s.signal === null) return s.code ?? 1;

@@ -1,11 +1,13 @@
-// The restart policy (beyond Istio, which exits when Envoy exits): restart a crashed Envoy with
-// exponential backoff up to a budget of restarts within a sliding window, then give up.
+// The restart policy. `never` (default) is Istio's behaviour: Envoy's exit is logged and the agent
+// exits 0, so kubelet restarts the container and counts it. `on-failure` (opt-in, beyond Istio)
+// restarts a crashed Envoy in-process with exponential backoff up to a budget of restarts within a
+// sliding window, then gives up with Envoy's exit code.
 // Pure: the caller passes the times of earlier restarts and the current time.
 
 import { formatGoDuration } from "../lib/duration.ts";
 
 export interface RestartPolicy {
-  /** `on-failure` (default) or `never` (Istio's behaviour). */
+  /** `never` (default: Istio's behaviour) or `on-failure` (opt-in). */
   mode: "on-failure" | "never";
   /** ENVOY_RESTART_BACKOFF_BASE: the first delay, doubled per restart in the window. */
   baseMs: number;
@@ -21,12 +23,12 @@ export type RestartDecision =
   | { restart: true; delayMs: number; attempt: number; history: number[] }
   | { restart: false; reason: string; history: number[] };
 
-/** Parse ENVOY_RESTART_POLICY; an unknown value yields the default plus a problem naming it. */
+/** Parse ENVOY_RESTART_POLICY; an unknown value yields the default (never) plus a problem naming it. */
 export function parseRestartMode(raw: string): { mode: RestartPolicy["mode"]; problem?: string } {
   const v = raw.trim().toLowerCase();
-  if (v === "" || v === "on-failure" || v === "onfailure") return { mode: "on-failure" };
-  if (v === "never" || v === "no") return { mode: "never" };
-  return { mode: "on-failure", problem: `ENVOY_RESTART_POLICY="${raw}" is not one of on-failure, never; using on-failure` };
+  if (v === "on-failure" || v === "onfailure") return { mode: "on-failure" };
+  if (v === "" || v === "never" || v === "no") return { mode: "never" };
+  return { mode: "never", problem: `ENVOY_RESTART_POLICY="${raw}" is not one of never, on-failure; using never (Istio's behaviour)` };
 }
 
 /**

@@ -14,7 +14,8 @@ import { describeDrainPlan, type DrainPlan } from "./drainplan.ts";
 import { waitForDrain } from "./drain.ts";
 import { EnvoyError } from "./errors.ts";
 import { FileChangeWatcher } from "./filewatch.ts";
-import { bunLauncher, describeExit, exitCodeOf, type EnvoyProcess, type ExitStatus, type Launcher } from "./process.ts";
+import type { EnvoyPidFile } from "./pidfile.ts";
+import { bunLauncher, describeExit, exitCodeOf, goExitError, type EnvoyProcess, type ExitStatus, type Launcher } from "./process.ts";
 import { ChildReaper, type ChildReaperOptions } from "./reaper.ts";
 import { decideRestart, type RestartPolicy } from "./restart.ts";
 import { describeEvent, isLive, transition, type SupervisorEvent, type SupervisorState } from "./state.ts";
@@ -40,6 +41,8 @@ export interface EnvoySupervisorOptions {
   /** Reap orphaned zombies (the agent is PID 1). */
   reaper?: Omit<ChildReaperOptions, "log" | "isOwnChild">;
   launcher?: Launcher;
+  /** Records the running Envoy; at start, an Envoy left by an earlier run of the agent is stopped. */
+  pidFile?: EnvoyPidFile;
   now?: () => number;
   /** Timed waits (drain, restart backoff, stop grace); tests pass a manual one. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<boolean>;
@@ -110,12 +113,13 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const r = o.restart;
     this.log.info(
       r.mode === "never"
-        ? "restart policy: never (the agent exits when Envoy exits)"
+        ? "restart policy: never (the agent exits when Envoy exits, as Istio's; ENVOY_RESTART_POLICY=on-failure restarts it in-process)"
         : `restart policy: on-failure, backoff ${formatGoDuration(r.baseMs)} doubling to ${formatGoDuration(r.maxMs)}, at most ${r.budget} restarts within ${formatGoDuration(r.windowMs)}`,
     );
     if (o.reaper) {
       new ChildReaper({ ...o.reaper, log: this.log, isOwnChild: (pid) => this.ownsPid(pid) }).start(this.background.signal);
     }
+    await o.pidFile?.stopStale();
     this.fire({ type: "start" });
     if ((this.stateNow as SupervisorState) === "exited") {
       throw new EnvoyError(`Envoy did not start: ${this.startError ?? "unknown error"}`, "spawn");
@@ -206,7 +210,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       case "restarting":
         return;
       case "drained":
-        this.markTerminating();
+        // POST /drain keeps readiness as is, as Istio's DrainNow: only the shutdown that follows
+        // (SIGTERM) makes the agent unready.
         return;
       case "draining":
         this.markTerminating();
@@ -252,6 +257,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const entry: Epoch = { epoch, proc, done: Promise.resolve() };
     entry.done = proc.exited.then((st) => this.onExit(entry, st));
     this.alive.set(epoch, entry);
+    this.opts.pidFile?.record(proc.pid, this.opts.binaryPath);
     this.fire({ type: "spawned", epoch, pid: proc.pid });
   }
 
@@ -296,21 +302,39 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     }
     const decisive = this.newestStatus ?? st;
     const failed = decisive.signal !== null || decisive.code !== 0;
+    const never = this.opts.restart.mode === "never";
     if (stopping || !isLive(this.stateNow) || this.stateNow === "drained" || !failed) {
-      this.exitCode = stopping ? 0 : exitCodeOf(decisive);
+      if (!stopping) this.logExitAsIstio(decisive);
+      this.exitCode = stopping || never ? 0 : exitCodeOf(decisive);
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
     }
     const decision = decideRestart(this.opts.restart, this.restartHistory, this.now());
     this.restartHistory = decision.history;
     if (!decision.restart) {
-      this.log.error(`not restarting Envoy: ${decision.reason}`);
-      this.exitCode = exitCodeOf(decisive);
+      if (never) {
+        // Istio's agent: log the exit (with its OOM hint) and exit 0; kubelet restarts the container.
+        this.logExitAsIstio(decisive);
+        this.exitCode = 0;
+      } else {
+        this.log.error(`not restarting Envoy: ${decision.reason}`);
+        this.exitCode = exitCodeOf(decisive);
+      }
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
     }
     this.fire({ type: "exited", epoch: entry.epoch, last, restart: true, status: describeExit(st) });
     this.scheduleRestart(decision.delayMs, decision.attempt);
+  }
+
+  /** Istio's lines when Envoy ended on its own (pkg/envoy/agent.go Run). */
+  private logExitAsIstio(st: ExitStatus): void {
+    if (st.signal === null && st.code === 0) {
+      this.log.info("Envoy exited normally");
+      return;
+    }
+    if (st.signal === "SIGKILL") this.log.warn("Envoy may have been out of memory killed. Check memory usage and limits.");
+    this.log.error(`Envoy exited with error: ${goExitError(st)}`);
   }
 
   private scheduleRestart(delayMs: number, attempt: number): void {
@@ -408,6 +432,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     this.backoff?.abort();
     this.drainWait?.abort();
     this.background.abort();
+    this.opts.pidFile?.clear();
     for (const f of this.opts.cleanupFiles ?? []) {
       try {
         rmSync(f, { force: true });

@@ -1,10 +1,10 @@
 // The real CaptureHost: interface addresses (os.networkInterfaces), resolv.conf nameservers and
 // /etc/passwd lookups. Parsing is pure and exported for tests.
 
-import { readFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { splitDnsServers, type CaptureHost } from "./config.ts";
 import { isLinkLocal, isLoopback, parseAddr } from "./net.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 /** `nameserver <addr>` lines of a resolv.conf, in order. */
 export function parseResolvConf(text: string): string[] {
@@ -57,7 +57,7 @@ export function systemHost(paths: SystemHostPaths = {}): CaptureHost {
     dnsServers() {
       const path = paths.resolvConf ?? "/etc/resolv.conf";
       try {
-        return splitDnsServers(parseResolvConf(readFileSync(path, "utf8")));
+        return splitDnsServers(parseResolvConf(readBoundedTextSync(path, FILE_LIMITS.system)));
       } catch (e) {
         throw new Error(`failed to load ${path}: ${(e as Error).message}`);
       }
@@ -65,7 +65,7 @@ export function systemHost(paths: SystemHostPaths = {}): CaptureHost {
     lookupUid(user) {
       if (user === "") return undefined;
       try {
-        return lookupPasswd(readFileSync(paths.passwd ?? "/etc/passwd", "utf8"), user);
+        return lookupPasswd(readBoundedTextSync(paths.passwd ?? "/etc/passwd", FILE_LIMITS.system), user);
       } catch {
         return undefined;
       }

@@ -1,7 +1,8 @@
 // Who may talk to the agent's Unix sockets (XDS and SDS). Beyond Istio, which relies on file
 // modes alone: every accepted connection is checked with SO_PEERCRED and only allowed UIDs are
 // served. XDS_AUTHORIZED_UIDS: comma list of UIDs, `*` to turn the check off; default = the
-// agent's own UID, 1337 (istio-proxy) and 0.
+// agent's own UID, 1337 (istio-proxy) and 0 with Envoy; every UID in proxyless mode
+// (DISABLE_ENVOY), where the xDS client is the application, running as its own UID.
 
 import type { Socket } from "node:net";
 import { peerCredentials, socketFd, type PeerCred } from "../../native/peercred.ts";
@@ -16,9 +17,13 @@ export class PeerAuthorizer {
   readonly any: boolean;
   readonly uids: ReadonlySet<number>;
 
-  constructor(spec: string, ownUid: number) {
+  /**
+   * `spec` is XDS_AUTHORIZED_UIDS. Unset: {own UID, 1337, 0}, or every UID when `proxyless`
+   * (the application container is the xDS client; Istio checks no peer at all).
+   */
+  constructor(spec: string, ownUid: number, proxyless = false) {
     const s = spec.trim();
-    if (s === "*") {
+    if (s === "*" || (s === "" && proxyless)) {
       this.any = true;
       this.uids = new Set();
       return;
@@ -35,6 +40,11 @@ export class PeerAuthorizer {
       uids.add(Number(p));
     }
     this.uids = uids;
+  }
+
+  /** One line for the start-up log: who is allowed. */
+  describe(): string {
+    return this.any ? "any UID" : `UIDs ${[...this.uids].join(",")}`;
   }
 
   check(sock: Socket): PeerDecision {

@@ -1,12 +1,18 @@
-// Readiness as a list of named blockers (ARCHITECTURE principle 4). A component registers a
-// blocker with a name (`xds connected`, `certificate warmed`, `dns table received`) and clears it
-// when the condition holds; it may record the last error seen while blocked. A not-ready answer
-// names every pending blocker and its last error.
+// Readiness as a list of named conditions (ARCHITECTURE principle 4). A component registers a
+// condition with a name (`dns table received`, `terminating`) and clears it when it holds; it may
+// record the last error seen while pending. Two kinds:
+//   - blockers gate readiness; they are exactly Istio's reasons for the mode (plus conditions of
+//     our opt-in features, e.g. `envoy restarting` under ENVOY_RESTART_POLICY=on-failure);
+//   - warnings (`xds connected`, `certificate warmed`, `certificate renewal`) never gate: Istio does
+//     not check them, so they only explain more in the not-ready body.
+// A not-ready answer names every pending blocker and its last error, then the warnings.
 
 export interface BlockerState {
   name: string;
   since: number;
   lastError?: string;
+  /** False for a warning: reported, never gating. */
+  gates: boolean;
 }
 
 export class Readiness {
@@ -17,7 +23,16 @@ export class Readiness {
 
   /** Register (or re-register) a blocker; returns a handle to clear it or report errors. */
   block(name: string): Blocker {
-    if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now() });
+    return this.register(name, true);
+  }
+
+  /** Register a warning: reported with the blockers but never making the agent unready. */
+  warn(name: string): Blocker {
+    return this.register(name, false);
+  }
+
+  private register(name: string, gates: boolean): Blocker {
+    if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now(), gates });
     this.changed();
     return {
       clear: () => this.clear(name),
@@ -27,7 +42,7 @@ export class Readiness {
       },
       reblock: () => {
         if (!this.pending.has(name)) {
-          this.pending.set(name, { name, since: this.now() });
+          this.pending.set(name, { name, since: this.now(), gates });
           this.changed();
         }
       },
@@ -39,17 +54,24 @@ export class Readiness {
   }
 
   isReady(): boolean {
-    return this.pending.size === 0;
+    for (const s of this.pending.values()) if (s.gates) return false;
+    return true;
   }
 
+  /** Pending conditions that gate readiness. */
   blockers(): BlockerState[] {
-    return [...this.pending.values()];
+    return [...this.pending.values()].filter((s) => s.gates);
   }
 
-  /** One line per pending blocker: `name: last error` or `name: pending for 3.2s`. */
+  /** Pending conditions that are only reported. */
+  warnings(): BlockerState[] {
+    return [...this.pending.values()].filter((s) => !s.gates);
+  }
+
+  /** One line per pending condition: `name: last error` or `name: pending for 3.2s`; warnings say so. */
   describe(): string {
-    return this.blockers()
-      .map((b) => `${b.name}: ${b.lastError ?? `pending for ${((this.now() - b.since) / 1000).toFixed(1)}s`}`)
+    return [...this.blockers(), ...this.warnings()]
+      .map((b) => `${b.gates ? "" : "warning: "}${b.name}: ${b.lastError ?? `pending for ${((this.now() - b.since) / 1000).toFixed(1)}s`}`)
       .join("\n");
   }
 
@@ -66,6 +88,6 @@ export class Readiness {
 export interface Blocker {
   clear(): void;
   fail(err: string): void;
-  /** Block again after having been cleared (e.g. `terminating`). */
+  /** Raise again after having been cleared (e.g. `terminating`). */
   reblock(): void;
 }

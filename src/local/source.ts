@@ -5,7 +5,7 @@
 // the resource; the last good snapshot stays current. Reloads are serialised.
 
 import { watch, type FSWatcher } from "node:fs";
-import { readFile, stat } from "node:fs/promises";
+import { stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -13,6 +13,7 @@ import type { ProtoJson } from "./protojson.ts";
 import { shortType } from "./schema.ts";
 import { diffSnapshots, EMPTY_SNAPSHOT, type Snapshot, type TypeChange } from "./snapshot.ts";
 import { parseXdsFile } from "./xdsfile.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 export interface XdsFileSourceOptions {
   /** Absolute path to read. */
@@ -66,7 +67,7 @@ export class XdsFileSource {
     const { path, displayPath, log } = this.opts;
     let text: string;
     try {
-      text = await readFile(path, "utf8");
+      text = await readBoundedText(path, { maxBytes: FILE_LIMITS.localXds });
     } catch (e) {
       const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, displayPath, undefined, { cause: e });
       if (this.lastRejected && this.lastRejected.text === undefined && this.lastRejected.error.message === error.message) return { ok: false, error };

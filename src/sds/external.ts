@@ -40,6 +40,7 @@ export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> 
 }
 
 export async function detectSdsMode(root: string, socketFile: string, timeoutMs = 1000): Promise<SdsMode> {
+  if (socketFile === "" || socketFile === "." || socketFile === "..") throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE: "${socketFile}" must be a file name, not a path`);
   if (socketFile.includes("/")) throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE: "${socketFile}" must be a file name, not a path`);
   const socketPath = join(root, WORKLOAD_SDS_DIR, socketFile);
   const filesSocket = join(root, FILES_SOCKET_PATH);
@@ -57,4 +58,21 @@ export async function detectSdsMode(root: string, socketFile: string, timeoutMs 
     throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE=${socketFile}: no SDS server socket at ${socketPath} (a custom socket name needs an external SDS server)`);
   }
   return { kind: "workload", socketPath };
+}
+
+/**
+ * Istio's credential SDS socket check at start (./var/run/secrets/credential-uds/socket): a live
+ * socket adds the node metadata `credential: "true"`; a socket file nobody answers on is stale and
+ * removed. Returns whether a live socket is there.
+ */
+export async function detectCredentialSocket(root: string, timeoutMs = 1000): Promise<boolean> {
+  const path = join(root, CREDENTIAL_SOCKET_PATH);
+  if (!existsSync(path)) return false;
+  if (statSync(path).isSocket() && (await socketAnswers(path, timeoutMs))) return true;
+  try {
+    rmSync(path, { force: true });
+  } catch (e) {
+    throw new SdsError(`existing credential SDS socket ${path} could not be removed: ${(e as Error).message}`);
+  }
+  return false;
 }

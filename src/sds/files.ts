@@ -3,16 +3,17 @@
 // Reads retry with backoff starting at FILE_DEBOUNCE_DURATION for up to 10s, since a mounted
 // secret can be caught half-written.
 
-import { readFile } from "node:fs/promises";
 import { certInfo, keyMatchesCert, pemBlocks, validCerts } from "../ca/pem.ts";
 import { clockSleep, type Clock } from "./clock.ts";
 import { SdsError } from "./errors.ts";
 import { contentVersion, type SecretItem } from "./item.ts";
+import { FILE_LIMITS, FileLimitError, readBoundedText } from "../lib/boundedfile.ts";
 
 async function readText(path: string, what: string, resource: string): Promise<string> {
   try {
-    return await readFile(path, "utf8");
+    return await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate });
   } catch (e) {
+    if (e instanceof FileLimitError) throw new SdsError(`${resource}: reading ${what} ${e.message}`, resource);
     throw new SdsError(`${resource}: reading ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, resource);
   }
 }
@@ -51,6 +52,8 @@ export async function withFileRetry<T>(read: () => Promise<T>, clock: Clock, deb
     try {
       return await read();
     } catch (e) {
+      // A FIFO, a device or an oversized file will not fix itself the way a half-swapped mount does.
+      if (e instanceof FileLimitError) throw e;
       if (clock.now() + delay - start > totalMs || !(await clockSleep(clock, delay, signal))) throw e;
       delay *= 2;
     }

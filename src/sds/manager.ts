@@ -5,6 +5,8 @@
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
 // the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
 
+import { existsSync } from "node:fs";
+import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
@@ -40,12 +42,12 @@ export interface SecretManagerDeps {
   warmAfter?: Promise<unknown>;
 }
 
-/** A blocker registered only while raised (reblock) and removed on clear. */
+/** A readiness warning registered only while raised (reblock) and removed on clear. */
 function lazyBlocker(readiness: Readiness, name: string): Blocker {
   let b: Blocker | undefined;
   return {
     reblock: () => {
-      b = b ?? readiness.block(name);
+      b = b ?? readiness.warn(name);
       b.reblock();
     },
     fail: (err) => b?.fail(err),
@@ -72,7 +74,7 @@ export class SecretManager implements Component, TrustBundleSink {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
-    this.warmed = deps.readiness.block(WARMED_BLOCKER);
+    this.warmed = deps.readiness.warn(WARMED_BLOCKER);
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -137,6 +139,11 @@ export class SecretManager implements Component, TrustBundleSink {
         return ca;
       }
       case "istiod": {
+        // As Istio's createCitadel: a TLS CA whose root file is missing stops the agent at start.
+        const root = s.ca.rootCertPath;
+        if (s.ca.tls && s.ca.rootMustExist && root && root !== "SYSTEM" && !existsSync(root)) {
+          throw new CaError("config", `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: mount the istio-ca-root-cert configmap, set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)`);
+        }
         const retries = this.metrics.outgoingRetries;
         const random = this.deps.random;
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);

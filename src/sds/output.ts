@@ -3,9 +3,11 @@
 // content changed, mode 0600, or 0644 under Kubernetes (KUBERNETES_SERVICE_HOST set) as Istio.
 // The key is written before the chain so a reader never pairs a new chain with an old key for long.
 
-import { mkdir, readFile, rename, writeFile, chmod, unlink } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
+import { atomicWriteFile } from "../lib/atomicwrite.ts";
 import { join } from "node:path";
 import { SdsError } from "./errors.ts";
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 
 export interface OutputFiles {
   key?: string;
@@ -32,20 +34,14 @@ export class OutputCertsWriter {
       const path = join(this.dir, name);
       let current: string | undefined;
       try {
-        current = await readFile(path, "utf8");
+        current = await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate });
       } catch {
         current = undefined;
       }
       if (current === content) continue;
       try {
         await mkdir(this.dir, { recursive: true });
-        const tmp = `${path}.tmp-${process.pid}`;
-        await writeFile(tmp, content, { mode: this.mode });
-        await chmod(tmp, this.mode);
-        await rename(tmp, path).catch(async (e) => {
-          await unlink(tmp).catch(() => {});
-          throw e;
-        });
+        await atomicWriteFile(path, content, this.mode);
       } catch (e) {
         throw new SdsError(`OUTPUT_CERTS: writing ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
       }

@@ -36,6 +36,8 @@ export interface AppProbers {
   invalid: Map<string, string>;
   /** Set when the whole variable is unusable (not JSON, not an object). */
   configError?: string;
+  /** Entries Istio refuses at start (AppProberRejected), one line each: the agent must not start. */
+  rejected: string[];
 }
 
 /** Kubernetes' default probe timeout, used when timeoutSeconds is 0 or absent. */
@@ -44,9 +46,19 @@ export const DEFAULT_PROBE_TIMEOUT_MS = 1000;
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => !!v && typeof v === "object" && !Array.isArray(v);
 
+/**
+ * What Istio's status server refuses at start (NewServer fails, pilot-agent exits): a value that
+ * does not decode into its Prober type, a path outside the pattern, not exactly one handler, a
+ * port that is not an int. Our stricter checks (ranges, schemes, header names) only mark the entry.
+ */
+export class AppProberRejected extends StatusError {
+  override name = "AppProberRejected";
+}
+
 function intPort(v: unknown, where: string): number {
+  if (v === undefined || v === null) v = 0; // IntOrString's zero value: Istio accepts it, the probe fails
   if (typeof v !== "number" || !Number.isInteger(v)) {
-    throw new StatusError(`invalid prober config for ${where}, the port must be int type (got ${JSON.stringify(v)})`);
+    throw new AppProberRejected(`invalid prober config for ${where}, the port must be int type (got ${JSON.stringify(v)})`);
   }
   if (v < 1 || v > 65535) throw new StatusError(`invalid prober config for ${where}, port ${v} is out of range 1-65535`);
   return v;
@@ -54,7 +66,7 @@ function intPort(v: unknown, where: string): number {
 
 function headersOf(v: unknown, where: string): [string, string][] {
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v)) throw new StatusError(`invalid prober config for ${where}, httpHeaders must be a list`);
+  if (!Array.isArray(v)) throw new AppProberRejected(`invalid prober config for ${where}, httpHeaders must be a list`);
   return v.map((h) => {
     if (!isObj(h) || typeof h.name !== "string" || !h.name) throw new StatusError(`invalid prober config for ${where}, each httpHeaders entry needs a name`);
     return [h.name, typeof h.value === "string" ? h.value : String(h.value ?? "")];
@@ -64,21 +76,24 @@ function headersOf(v: unknown, where: string): [string, string][] {
 /** Validate one entry; throws StatusError naming the path. */
 export function parseAppProbe(path: string, raw: unknown): AppProbe {
   if (!APP_PROBER_PATTERN.test(path)) {
-    throw new StatusError(`invalid path "${path}", must be in form of regex pattern ${APP_PROBER_PATTERN_TEXT}`);
+    throw new AppProberRejected(`invalid path "${path}", must be in form of regex pattern ${APP_PROBER_PATTERN_TEXT}`);
   }
-  if (!isObj(raw)) throw new StatusError(`invalid prober config for ${path}, want an object with one of httpGet, tcpSocket or grpc`);
+  if (!isObj(raw)) throw new AppProberRejected(`invalid prober config for ${path}, want an object with one of httpGet, tcpSocket or grpc`);
   const handlers = (["httpGet", "tcpSocket", "grpc"] as const).filter((k) => raw[k] !== undefined && raw[k] !== null);
   if (handlers.length !== 1) {
     const found = handlers.length === 0 ? "none" : handlers.join(" and ");
-    throw new StatusError(`invalid prober type for ${path}, must be exactly one of type httpGet, tcpSocket or gRPC (found ${found})`);
+    throw new AppProberRejected(`invalid prober type for ${path}, must be exactly one of type httpGet, tcpSocket or gRPC (found ${found})`);
   }
   const t = raw.timeoutSeconds;
-  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 0)) {
+  if (t !== undefined && t !== null && (typeof t !== "number" || !Number.isInteger(t))) {
+    throw new AppProberRejected(`invalid prober config for ${path}, timeoutSeconds must be an integer (got ${JSON.stringify(t)})`);
+  }
+  if (typeof t === "number" && t < 0) {
     throw new StatusError(`invalid prober config for ${path}, timeoutSeconds must be a non-negative integer (got ${JSON.stringify(t)})`);
   }
   const timeoutMs = t ? t * 1000 : DEFAULT_PROBE_TIMEOUT_MS;
   const h = raw[handlers[0]!];
-  if (!isObj(h)) throw new StatusError(`invalid prober config for ${path}, ${handlers[0]} must be an object`);
+  if (!isObj(h)) throw new AppProberRejected(`invalid prober config for ${path}, ${handlers[0]} must be an object`);
   switch (handlers[0]) {
     case "httpGet": {
       const scheme = typeof h.scheme === "string" ? h.scheme.toLowerCase() : "http";
@@ -91,7 +106,7 @@ export function parseAppProbe(path: string, raw: unknown): AppProbe {
       return { kind: "tcpSocket", port: intPort(h.port, path), timeoutMs };
     default: {
       if (h.service !== undefined && h.service !== null && typeof h.service !== "string") {
-        throw new StatusError(`invalid prober config for ${path}, grpc service must be a string`);
+        throw new AppProberRejected(`invalid prober config for ${path}, grpc service must be a string`);
       }
       return { kind: "grpc", port: intPort(h.port, path), service: (h.service as string | undefined) ?? "", timeoutMs };
     }
@@ -99,7 +114,7 @@ export function parseAppProbe(path: string, raw: unknown): AppProbe {
 }
 
 export function parseAppProbers(raw: string): AppProbers {
-  const out: AppProbers = { probes: new Map(), invalid: new Map() };
+  const out: AppProbers = { probes: new Map(), invalid: new Map(), rejected: [] };
   if (!raw.trim()) return out;
   let doc: unknown;
   try {
@@ -117,6 +132,7 @@ export function parseAppProbers(raw: string): AppProbers {
       out.probes.set(path, parseAppProbe(path, prober));
     } catch (e) {
       out.invalid.set(path, `${ENV}: ${(e as Error).message}`);
+      if (e instanceof AppProberRejected) out.rejected.push(`${ENV}: ${e.message}`);
     }
   }
   return out;

@@ -3,9 +3,10 @@
 // provider, the three files it names must exist. A bootstrap that loaded once is kept; the
 // certificate files are checked on every call (they appear once the first certificate is written).
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { errorMessage } from "./errors.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 interface FileWatcherConfig {
   certificate_file?: string;
@@ -23,7 +24,7 @@ export interface FileAccess {
 }
 
 const realFiles: FileAccess = {
-  readFile: (p) => readFileSync(p, "utf8"),
+  readFile: (p) => readBoundedTextSync(p, FILE_LIMITS.config),
   exists: (p) => existsSync(p),
 };
 

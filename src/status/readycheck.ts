@@ -1,6 +1,8 @@
 // `/healthz/ready`: one answer from every check the agent knows, each named. Istio stops at the
 // first failing probe and answers 503 with an empty body; we evaluate all of them and name each
 // pending one with its last error (ztunnel-style), so "why is my pod not ready" has an answer.
+// Only Istio's checks gate (Envoy, gRPC bootstrap, DNS table, terminating); warnings such as an
+// overdue certificate renewal are added to a 503 body but never cause one.
 
 import type { Readiness } from "../lib/readiness.ts";
 import type { EnvoyReadinessProbe } from "./envoyready.ts";
@@ -14,6 +16,8 @@ export interface PendingCheck {
 export interface ReadyResult {
   ready: boolean;
   pending: PendingCheck[];
+  /** Non-gating conditions (readiness warnings), reported in a not-ready body. */
+  warnings: PendingCheck[];
 }
 
 export interface ReadyCheckDeps {
@@ -35,19 +39,20 @@ export class ReadyCheck {
     const pending: PendingCheck[] = [];
     const envoyErr = this.deps.envoy ? this.deps.envoy.check() : Promise.resolve(undefined);
     const now = this.deps.now ?? Date.now;
-    for (const b of this.deps.readiness?.blockers() ?? []) {
-      pending.push({ name: b.name, error: b.lastError ?? `pending for ${((now() - b.since) / 1000).toFixed(1)}s` });
-    }
+    const describe = (b: { name: string; since: number; lastError?: string }): PendingCheck => ({ name: b.name, error: b.lastError ?? `pending for ${((now() - b.since) / 1000).toFixed(1)}s` });
+    for (const b of this.deps.readiness?.blockers() ?? []) pending.push(describe(b));
+    const warnings = (this.deps.readiness?.warnings() ?? []).map(describe);
     const e = await envoyErr;
     if (e) pending.push({ name: ENVOY_CHECK, error: e });
     const g = this.deps.grpcBootstrap?.check();
     if (g) pending.push({ name: GRPC_BOOTSTRAP_CHECK, error: g });
-    return { ready: pending.length === 0, pending };
+    return { ready: pending.length === 0, pending, warnings };
   }
 }
 
-/** The 503 body: a count, then `name: error` per pending check. */
-export function renderNotReady(pending: PendingCheck[]): string {
-  const lines = pending.map((p) => `${p.name}: ${p.error.replace(/\s*\n\s*/g, " ")}`);
+/** The 503 body: a count, then `name: error` per pending check, then `warning: name: error`. */
+export function renderNotReady(pending: PendingCheck[], warnings: PendingCheck[] = []): string {
+  const oneLine = (p: PendingCheck) => `${p.name}: ${p.error.replace(/\s*\n\s*/g, " ")}`;
+  const lines = [...pending.map(oneLine), ...warnings.map((w) => `warning: ${oneLine(w)}`)];
   return `not ready: ${pending.length} pending\n${lines.join("\n")}\n`;
 }

@@ -101,8 +101,13 @@ export class StatusServer implements Component {
     }
     const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
     this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc, now });
+    // What Istio's NewServer refuses stops the agent at start, naming the variable.
+    const probers = parseAppProbers(opts.appProbers ?? "");
+    const scrape = parseScrapeConfig(opts.prometheusAnnotations, opts.port);
+    const fatal = [...(probers.configError ? [probers.configError] : []), ...probers.rejected, ...(scrape?.problems ?? [])];
+    if (fatal.length > 0) throw new StatusError(fatal.join("; "));
     this.apps = new AppProbeHandler({
-      probers: parseAppProbers(opts.appProbers ?? ""),
+      probers,
       destination: opts.probeDestination,
       sourceAddress: opts.probeSourceAddress,
       statusPort: () => this.port(),
@@ -113,7 +118,7 @@ export class StatusServer implements Component {
       registry: opts.registry,
       log: opts.log,
       envoy: opts.envoy?.mergeStats ? { host: opts.envoy.prometheusHost, port: opts.envoy.prometheusPort } : undefined,
-      app: parseScrapeConfig(opts.prometheusAnnotations, opts.port),
+      app: scrape,
       appHost: opts.appMetricsHost,
     });
     this.startup = gauge(opts.registry, "istio_agent_startup_duration_seconds", "The time from the process starting to being marked ready.");
@@ -218,7 +223,7 @@ export class StatusServer implements Component {
       this.lastReady = "";
       return new Response("", { status: 200 });
     }
-    const body = renderNotReady(r.pending);
+    const body = renderNotReady(r.pending, r.warnings);
     if (body !== this.lastReady) this.log.warn(`Envoy proxy is NOT ready: ${r.pending.map((p) => `${p.name}: ${p.error}`).join("; ")}`);
     this.lastReady = body;
     return text(503, body);

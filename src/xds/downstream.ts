@@ -12,6 +12,7 @@ import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
+import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts";
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
 import type { ReflectionIndex } from "./reflection.ts";
 import { Code, DELTA_PATH, REFLECTION_PATHS, SOTW_PATH, type GrpcStatus } from "./types.ts";
@@ -102,6 +103,8 @@ export interface DownstreamServerOptions {
   maxConcurrentStreams?: number;
   /** Server keepalive (Istio: ping after 30 s idle, 10 s to answer). */
   keepalive?: { intervalMs: number; timeoutMs: number };
+  /** Streams a connection may reset (rapid-reset protection; default nghttp2's 1000 burst, 33/s). */
+  resetBudget?: RateBudgetOptions;
   /** Keepalive enforcement (Istio: client pings at most every 15 s). */
   minPingIntervalMs?: number;
 }
@@ -167,10 +170,12 @@ export class DownstreamServer {
       maxConcurrentStreams: this.o.maxConcurrentStreams ?? 100_000,
       keepalive: ka.intervalMs > 0 ? ka : undefined,
       pingPolicy: { minIntervalMs: this.o.minPingIntervalMs ?? 15_000, maxStrikes: 2 },
+      resetBudget: this.o.resetBudget ?? DEFAULT_RESET_BUDGET,
       onStream: (stream, headers) => this.onStream(stream, headers),
       onClose: (err) => {
         this.sessions.delete(session);
-        if (err) this.o.log.debug(`downstream connection closed: ${err.message}`);
+        if (err?.code === H2Code.ENHANCE_YOUR_CALM) this.o.log.warn(`downstream connection closed: ${err.message}`);
+        else if (err) this.o.log.debug(`downstream connection closed: ${err.message}`);
       },
     });
     this.sessions.add(session);

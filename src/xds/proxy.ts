@@ -7,6 +7,7 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import type { Component } from "../lib/component.ts";
 import type { HealthReporter, NameTableSink, TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
@@ -41,6 +42,8 @@ export interface XdsProxyOptions {
   /** Largest request accepted from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE). */
   maxRequestBytes: number;
   maxConcurrentStreams?: number;
+  /** Monotonic milliseconds, for rate-limiting repeated log lines. */
+  now?: () => number;
 }
 
 export class XdsProxy implements Component, HealthReporter {
@@ -56,6 +59,7 @@ export class XdsProxy implements Component, HealthReporter {
   private active: StreamRelay | undefined;
   private lastHealth: AgentRequest | undefined;
   private stoppedPromise: Promise<void> = Promise.resolve();
+  private readonly logLimit: LogLimiter;
 
   constructor(private readonly o: XdsProxyOptions) {
     this.socketPath = o.socketPath;
@@ -65,7 +69,8 @@ export class XdsProxy implements Component, HealthReporter {
     this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
-    this.blocker = o.readiness?.block(READINESS_XDS);
+    this.blocker = o.readiness?.warn(READINESS_XDS);
+    this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -103,10 +108,10 @@ export class XdsProxy implements Component, HealthReporter {
 
   private onCall(call: DownstreamCall): DownstreamHandlers {
     if (this.active) {
-      this.log.info("new downstream stream replaces the active one");
+      this.logLimit.log(this.log, "info", "stream-replaced", "new downstream stream replaces the active one");
       this.active.close({ code: Code.CANCELLED, message: "replaced by a new stream from Envoy" });
     }
-    this.log.info(`Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; connecting upstream ${this.o.upstream.describe}`);
+    this.logLimit.log(this.log, "info", "stream-opened", `Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; upstream ${this.o.upstream.describe} is dialed on its first request`);
     const relay = new StreamRelay(call, {
       codec: this.codec,
       internal: this.internal,
@@ -114,6 +119,7 @@ export class XdsProxy implements Component, HealthReporter {
       lastHealth: () => this.lastHealth,
       maxRequestBytes: this.o.maxRequestBytes,
       log: this.log,
+      logLimit: this.logLimit,
       metrics: this.metrics,
       onUpstreamConnected: () => this.blocker?.clear(),
     });
@@ -137,13 +143,27 @@ export interface XdsProxyDeps {
   upstream?: Upstream;
 }
 
+/**
+ * Who may connect to the XDS socket. In proxyless mode (DISABLE_ENVOY) the application container,
+ * running as its own UID, is the xDS client: unless XDS_AUTHORIZED_UIDS says otherwise every UID
+ * is allowed (said once at start); with Envoy the default stays {own UID, 1337, 0}.
+ */
+export function xdsAuthorizer(cfg: AgentConfig, log: Logger): PeerAuthorizer {
+  const proxyless = cfg.env.DISABLE_ENVOY;
+  const a = new PeerAuthorizer(cfg.env.XDS_AUTHORIZED_UIDS, cfg.uid, proxyless);
+  if (proxyless && cfg.env.XDS_AUTHORIZED_UIDS.trim() === "") {
+    log.info("proxyless mode (DISABLE_ENVOY): the XDS socket accepts clients of any UID; set XDS_AUTHORIZED_UIDS to restrict it");
+  }
+  return a;
+}
+
 /** The composition root's factory: everything from AgentConfig. */
 export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
   const configPath = resolve(cfg.root, cfg.proxyConfig.configPath ?? "./etc/istio/proxy");
   return new XdsProxy({
     socketPath: join(configPath, "XDS"),
     upstream: deps.upstream ?? new IstiodUpstream(dialConfigFrom(cfg, nodeFiles)),
-    authorizer: new PeerAuthorizer(cfg.env.XDS_AUTHORIZED_UIDS, cfg.uid),
+    authorizer: xdsAuthorizer(cfg, deps.log),
     log: deps.log,
     registry: deps.registry,
     readiness: deps.readiness,

@@ -1,4 +1,6 @@
 // One relayed ADS stream: a downstream call (Envoy) joined to a fresh upstream stream (istiod).
+// The upstream stream is opened on the first complete request, not when the downstream stream
+// opens: a client that opens and resets streams costs istiod nothing.
 //
 // Requests (small) are gathered whole, their type_url read, and forwarded as the same bytes; the
 // first Listener request also triggers the agent's own subscriptions (NDS, PCDS) and the replay
@@ -9,6 +11,7 @@
 // nothing in one direction ever waits on the other, so both sides pushing hard cannot deadlock.
 
 import type { Logger } from "../lib/log.ts";
+import type { LogLimiter } from "../lib/loglimit.ts";
 import type { DownstreamCall, DownstreamHandlers } from "./downstream.ts";
 import { FrameError, peekResponseType, requestTypeUrl } from "./frame.ts";
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
@@ -27,6 +30,8 @@ export interface RelayOptions {
   lastHealth(): AgentRequest | undefined;
   maxRequestBytes: number;
   log: Logger;
+  /** Per-stream lines go through this: a client churning streams must not flood the log. */
+  logLimit: LogLimiter;
   metrics: XdsMetrics;
   onUpstreamConnected(): void;
 }
@@ -36,7 +41,8 @@ type ResponseState = "idle" | "deciding" | "forward" | "internal" | "drop";
 export class StreamRelay {
   readonly done: Promise<void>;
   private resolveDone!: () => void;
-  private upstream!: UpstreamStream;
+  private upstream: UpstreamStream | undefined;
+  private upstreamSource: Upstream | undefined;
   private ended = false;
   private initialSent = false;
   private readonly delta: boolean;
@@ -73,13 +79,28 @@ export class StreamRelay {
     });
   }
 
-  /** Open the upstream stream; returns the downstream handlers to attach. */
+  /** Attach to the downstream call; the upstream stream opens on the first request. */
   start(upstream: Upstream): DownstreamHandlers {
-    this.upstream = upstream.open(
+    this.upstreamSource = upstream;
+    return {
+      onData: (chunk) => this.onDownstreamData(chunk),
+      onDrain: () => {
+        if (this.upBlocked) {
+          this.upBlocked = false;
+          this.upstream?.resume();
+        }
+      },
+      onClientGone: (ended) => this.onClientGone(ended),
+    };
+  }
+
+  private openUpstream(): UpstreamStream {
+    const upstream = this.upstreamSource!;
+    return upstream.open(
       { path: this.down.path, delta: this.delta },
       {
         onConnected: () => {
-          this.o.log.info(`connected to upstream XDS server: ${upstream.describe}`);
+          this.o.logLimit.log(this.o.log, "info", "upstream-connected", `connected to upstream XDS server: ${upstream.describe}`);
           this.o.onUpstreamConnected();
         },
         onData: (chunk) => this.onUpstreamData(chunk),
@@ -92,16 +113,6 @@ export class StreamRelay {
         onClose: (status, established) => this.onUpstreamClose(status, established),
       },
     );
-    return {
-      onData: (chunk) => this.onDownstreamData(chunk),
-      onDrain: () => {
-        if (this.upBlocked) {
-          this.upBlocked = false;
-          this.upstream.resume();
-        }
-      },
-      onClientGone: (ended) => this.onClientGone(ended),
-    };
   }
 
   /** Send one of the agent's own requests upstream (health reports; ACK/NACK use it too). */
@@ -179,11 +190,12 @@ export class StreamRelay {
 
   private rejectRequest(e: Error): void {
     const what = e instanceof FrameError ? `malformed ${this.delta ? "DeltaDiscoveryRequest" : "DiscoveryRequest"} from Envoy: ${e.message}` : e.message;
-    this.o.log.warn(what);
+    this.o.logLimit.log(this.o.log, "warn", "malformed-request", what);
     this.close({ code: Code.INVALID_ARGUMENT, message: what });
   }
 
   private writeUp(bytes: Uint8Array): void {
+    this.upstream ??= this.openUpstream();
     if (!this.upstream.write(bytes) && !this.downBlocked) {
       this.downBlocked = true;
       this.down.pause();
@@ -194,7 +206,7 @@ export class StreamRelay {
     if (this.ended) return;
     const status: GrpcStatus = ended ? { code: Code.OK, message: "" } : { code: Code.CANCELLED, message: "downstream went away" };
     this.o.metrics.envoyConnectionTerminations.inc({ type: terminationType(status) });
-    this.o.log.info(`downstream ${ended ? "closed its stream" : "went away"}, closing upstream stream`);
+    this.o.logLimit.log(this.o.log, "info", "downstream-gone", `downstream ${ended ? "closed its stream" : "went away"}, closing upstream stream`);
     this.close(status);
   }
 
@@ -281,7 +293,7 @@ export class StreamRelay {
     this.o.metrics.bytesDownstream.inc(bytes.length);
     if (!this.down.write(bytes) && !this.upBlocked) {
       this.upBlocked = true;
-      this.upstream.pause();
+      this.upstream?.pause();
     }
   }
 
@@ -291,8 +303,11 @@ export class StreamRelay {
     else this.o.metrics.istiodConnectionTerminations.inc({ type: terminationType(status) });
     let s = status;
     if (this.resState !== "idle" && s.code === Code.OK) s = { code: Code.INTERNAL, message: "istiod ended the stream in the middle of a message" };
-    if (s.code === Code.OK) this.o.log.info("upstream stream ended by istiod");
-    else this.o.log.warn(`upstream ${established ? "terminated" : "connection failed"}: ${s.message} (code ${s.code})`);
+    // istiod (or its proxy) cancelling our stream means it went away: Envoy must reconnect with
+    // backoff, which it does on UNAVAILABLE; CANCELLED reads as "Envoy itself gave up".
+    if (s.code === Code.CANCELLED) s = { code: Code.UNAVAILABLE, message: s.message || "istiod cancelled the stream" };
+    if (s.code === Code.OK) this.o.logLimit.log(this.o.log, "info", "upstream-ended", "upstream stream ended by istiod");
+    else this.o.logLimit.log(this.o.log, "warn", "upstream-failed", `upstream ${established ? "terminated" : "connection failed"}: ${s.message} (code ${s.code})`);
     this.close(s);
   }
 }

@@ -25,18 +25,26 @@ export interface RootInputs {
   exists(path: string): boolean;
 }
 
-/** Istio's FindRootCAForXDS order. Throws XdsError when no usable root exists. */
+/**
+ * Istio's FindRootCAForXDS order. Throws XdsError when no usable root exists: as Istio, a root
+ * file it names (XDS_ROOT_CA, the mounted-certs root, the default) must exist at start, or the
+ * agent does not start; a PROV_CERT root is taken on trust (it may be written later on VMs).
+ */
 export function chooseXdsRoot(i: RootInputs): RootChoice {
   if (i.xdsRootCa === "SYSTEM") return { kind: "system" };
-  if (i.xdsRootCa !== "") return { kind: "file", path: i.xdsRootCa };
+  const mustExist = (path: string, what: string): RootChoice => {
+    if (!i.exists(path)) throw new XdsError("tls", `root CA file for XDS does not exist ${path} (${what})`);
+    return { kind: "file", path };
+  };
+  if (i.xdsRootCa !== "") return mustExist(i.xdsRootCa, "XDS_ROOT_CA");
   if (i.exists(LEGACY_ROOT_CERT)) return { kind: "file", path: LEGACY_ROOT_CERT };
   if (i.provCert !== "") return { kind: "file", path: `${i.provCert.replace(/\/+$/, "")}/root-cert.pem` };
   if (i.fileMountedCerts) {
     if (i.mountedRootCert === "") throw new XdsError("tls", "FILE_MOUNTED_CERTS is set but proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT is empty");
-    return { kind: "file", path: i.mountedRootCert };
+    return mustExist(i.mountedRootCert, "proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT");
   }
   if (i.pilotCertProvider === "none") throw new XdsError("tls", "PILOT_CERT_PROVIDER=none but the istiod connection needs a root CA (set XDS_ROOT_CA)");
-  return { kind: "file", path: DEFAULT_ROOT_CERT };
+  return mustExist(DEFAULT_ROOT_CERT, "mount the istio-ca-root-cert configmap, set XDS_ROOT_CA, or set controlPlaneAuthPolicy NONE");
 }
 
 export function splitHostPort(addr: string): { host: string; port: number } {
@@ -53,9 +61,9 @@ export function xdsServerName(host: string, istiodSan: string): string {
   return host.includes("localhost") ? "istiod.istio-system.svc" : host;
 }
 
-/** Plaintext when controlPlaneAuthPolicy is NONE or the address is istiod's plaintext port 15010. */
-export function usesTls(policy: string | undefined, port: number): boolean {
-  return policy !== "NONE" && port !== 15010;
+/** Plaintext only when controlPlaneAuthPolicy is NONE (Istio's getTLSOptions; the port does not matter). */
+export function usesTls(policy: string | undefined): boolean {
+  return policy !== "NONE";
 }
 
 /** gRPC metadata on every upstream stream: bearer token, ClusterID, XDS_HEADER_<K> as <K>. */
@@ -91,6 +99,8 @@ export interface UpstreamDialConfig {
   keepaliveMs: number;
   keepaliveTimeoutMs: number;
   connectTimeoutMs: number;
+  /** COMPLIANCE_POLICY, applied to the TLS connection. */
+  compliancePolicy: string;
 }
 
 export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDialConfig {
@@ -99,7 +109,7 @@ export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDia
   const { host, port } = splitHostPort(address);
   const meta = cfg.proxyConfig.proxyMetadata ?? {};
   let tls: TlsDialConfig | undefined;
-  if (usesTls(cfg.proxyConfig.controlPlaneAuthPolicy, port)) {
+  if (usesTls(cfg.proxyConfig.controlPlaneAuthPolicy)) {
     const root = chooseXdsRoot({
       xdsRootCa: cfg.env.XDS_ROOT_CA,
       provCert: cfg.env.PROV_CERT,
@@ -126,6 +136,7 @@ export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDia
     keepaliveMs: cfg.env.GRPC_KEEPALIVE_INTERVAL,
     keepaliveTimeoutMs: cfg.env.GRPC_KEEPALIVE_TIMEOUT,
     connectTimeoutMs: 5000,
+    compliancePolicy: cfg.env.COMPLIANCE_POLICY,
   };
 }
 

@@ -6,12 +6,14 @@
 
 import net, { isIP } from "node:net";
 import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
-import { readFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
+import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
+import { complianceTls } from "../lib/compliance.ts";
 
 export interface StreamMeta {
   /** `/envoy.service.discovery.v3.AggregatedDiscoveryService/<method>` */
@@ -54,7 +56,7 @@ export const nodeFiles: FileReader = {
   exists: (p) => existsSync(p),
   read: (p) => {
     try {
-      return readFileSync(p);
+      return readBoundedFileSync(p, FILE_LIMITS.certificate);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw e;
@@ -159,7 +161,7 @@ export class IstiodUpstream implements Upstream {
       let socket: net.Socket;
       if (c.tls) {
         const m = loadTlsMaterial(c.tls, this.files, this.now());
-        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), minVersion: "TLSv1.2", ALPNProtocols: ["h2"] });
+        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), ALPNProtocols: ["h2"], ...complianceTls(c.compliancePolicy) });
       } else {
         socket = net.connect({ host, port: c.port });
       }

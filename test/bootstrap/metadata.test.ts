@@ -113,6 +113,11 @@ describe("buildNodeMetadata", () => {
     expect(md.POD_PORTS).toBe('[{"name":"http","containerPort":80,"protocol":"TCP"}]');
   });
 
+  test('POD_PORTS metadata carries "protocol":"" when absent (and drops an empty name), as Go\'s PodPort', () => {
+    const md = buildNodeMetadata(inputs({ envs: ['ISTIO_META_POD_PORTS=[{"containerPort":8080},{"name":"","containerPort":9090,"protocol":"UDP"}]'] }));
+    expect(md.POD_PORTS).toBe('[{"containerPort":8080,"protocol":""},{"containerPort":9090,"protocol":"UDP"}]');
+  });
+
   test("pilot SAN is the discovery host, localhost meaning istiod", () => {
     expect(pilotSanFor("istiod-rev.istio-system.svc:15012")).toBe("istiod-rev.istio-system.svc");
     expect(pilotSanFor("localhost:15012")).toBe("istiod.istio-system.svc");

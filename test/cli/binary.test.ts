@@ -60,6 +60,7 @@ describe("compiled agent", () => {
         POD_NAMESPACE: "demo",
         INSTANCE_IP: "10.9.8.7",
         DISABLE_ENVOY: "true",
+        CA_ROOT_CA: "SYSTEM",
         PROXY_CONFIG: JSON.stringify({ drainDuration: "7s", statusPort: 15999, discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", proxyMetadata: { SECRET_TOKEN: "hunter2" } }),
       },
     });

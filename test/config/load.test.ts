@@ -114,6 +114,13 @@ describe("after layering", () => {
     expect(config.proxyConfig.statusPort).toBe(15999);
   });
 
+  test("a bad discoveryAddress annotation is refused naming the annotation", () => {
+    for (const bad of ["not an address", "istiod", "istiod:99999", "ist iod:15012"]) {
+      const files = { [ANNOS]: annotationsFile({ "sidecar.istio.io/discoveryAddress": bad }) };
+      expect(() => loadAgentConfig(inputs({ files }))).toThrow(`annotation sidecar.istio.io/discoveryAddress=${JSON.stringify(bad)}`);
+    }
+  });
+
   test("a non-integer status port annotation disables the status server with a warning", () => {
     const files = { [ANNOS]: annotationsFile({ "status.sidecar.istio.io/port": "abc" }) };
     const r = loadAgentConfig(inputs({ files }));

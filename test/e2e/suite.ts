@@ -70,7 +70,7 @@ export function defineSuite(mode: Mode): void {
   describe(`${mode.name} mode, one pod (xDS-speaking Envoy, 4 s certificates)`, () => {
     let s: Scene | undefined;
     beforeAll(async () => {
-      s = await mode.start({ greeterPort: 9, env: { OUTPUT_CERTS: "etc/certs", E2E_ENVOY_XDS: "1", SECRET_TTL: "4s", ENVOY_RESTART_BACKOFF_BASE: "100ms" } });
+      s = await mode.start({ greeterPort: 9, env: { OUTPUT_CERTS: "etc/certs", E2E_ENVOY_XDS: "1", SECRET_TTL: "4s", ENVOY_RESTART_POLICY: "on-failure", ENVOY_RESTART_BACKOFF_BASE: "100ms" } });
     });
     afterAll(() => s?.cleanup());
 
@@ -99,7 +99,7 @@ export function defineSuite(mode: Mode): void {
       expect(pod.exitCode()).toBeNull();
     }, 20_000);
 
-    test("Envoy crash: the restart policy starts Envoy again, it gets its config again, the pod is ready", async () => {
+    test("Envoy crash under ENVOY_RESTART_POLICY=on-failure (opt-in): the agent starts Envoy again, it gets its config again, the pod is ready", async () => {
       const pod = s!.pod;
       const first = await until(pod, "Envoy started", () => envoyStarts(s!)[0]);
       await fetch(`http://127.0.0.1:${pod.adminPort}/fake/crash?signal=SIGKILL`, { method: "POST", signal: AbortSignal.timeout(2000) });

@@ -52,7 +52,7 @@ test("defaults: Istio's argument list, sidecar drain plan, restart policy from e
     "--concurrency", "2",
   ]);
   expect(o.drainPlan).toMatchObject({ mode: "wait", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 5000 });
-  expect(o.restart).toEqual({ mode: "on-failure", baseMs: 200, maxMs: 30_000, budget: 10, windowMs: 600_000 });
+  expect(o.restart).toEqual({ mode: "never", baseMs: 200, maxMs: 30_000, budget: 10, windowMs: 600_000 });
   expect(o.runAs).toBeUndefined();
   expect(o.hotRestart).toBeUndefined();
   expect(o.cleanupFiles).toEqual([join(root, "etc/istio/proxy/envoy-rev.json")]);
@@ -71,7 +71,7 @@ test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, o
     COMPLIANCE_POLICY: "fips-140-2",
     EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true",
     MINIMUM_DRAIN_DURATION: "7s",
-    ENVOY_RESTART_POLICY: "never",
+    ENVOY_RESTART_POLICY: "on-failure",
     ENVOY_HOT_RESTART: "true",
     ISTIO_BOOTSTRAP_OVERRIDE: override,
     HOST_IP: "fd00::9",
@@ -86,7 +86,7 @@ test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, o
   expect(o.runAs).toEqual({ uid: 1337, gid: 1337 });
   expect(o.env.GRPC_SSL_CIPHER_SUITES).toContain("ECDHE-ECDSA-AES128-GCM-SHA256");
   expect(o.drainPlan).toMatchObject({ mode: "zero-connections", inboundOnly: false, minimumDrainMs: 7000, terminationDrainMs: 9000 });
-  expect(o.restart.mode).toBe("never");
+  expect(o.restart.mode).toBe("on-failure");
   expect(o.hotRestart).toEqual({ watchFiles: [custom], parentShutdownS: 35 });
   expect(o.cleanupFiles).toEqual([]); // never delete the user's custom config
   expect((o.admin as HttpEnvoyAdmin).base).toBe("http://[::1]:15555");
@@ -115,7 +115,7 @@ test("bad inputs are warned about by name and defaults used", () => {
     log: m.log,
   });
   expect(o.args.drainDurationMs).toBe(45_000);
-  expect(o.restart.mode).toBe("on-failure");
+  expect(o.restart.mode).toBe("never");
   expect(o.args.configYaml).toBeUndefined();
   const text = m.lines.join("\n");
   expect(text).toContain(`ProxyConfig.drainDuration: invalid duration "soon"`);

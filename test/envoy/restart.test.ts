@@ -35,10 +35,10 @@ test("policy never and budget 0 never restart", () => {
 });
 
 test("parseRestartMode", () => {
-  expect(parseRestartMode("")).toEqual({ mode: "on-failure" });
+  expect(parseRestartMode("")).toEqual({ mode: "never" }); // Istio's behaviour by default
   expect(parseRestartMode("never")).toEqual({ mode: "never" });
   expect(parseRestartMode("On-Failure")).toEqual({ mode: "on-failure" });
   const bad = parseRestartMode("always");
-  expect(bad.mode).toBe("on-failure");
+  expect(bad.mode).toBe("never");
   expect(bad.problem).toContain(`ENVOY_RESTART_POLICY="always"`);
 });

@@ -136,7 +136,7 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     await h.waitReady();
     await h.sup.drain();
     expect(h.sup.state).toBe("drained");
-    expect(h.readiness.blockers().map((b) => b.name)).toContain("terminating");
+    expect(h.readiness.isReady()).toBe(true); // as Istio's DrainNow: /drain alone does not fail readiness
     const drain = h.records().find(isCall("/drain_listeners"))!;
     expect(drain.query).toBe("inboundonly&graceful&skip_exit");
     const t0 = Date.now();
@@ -148,6 +148,7 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(h.records().filter(isCall("/drain_listeners"))).toHaveLength(1);
     expect(h.lines.some((l) => l.includes("drained -> stopping (shutdown requested, already drained)"))).toBe(true);
+    expect(h.readiness.blockers().map((b) => b.name)).toContain("terminating");
   });
 
   test("an Envoy ignoring SIGTERM is SIGKILLed after the grace", async () => {
@@ -191,15 +192,26 @@ describe("restart policy", () => {
     expect(existsSync(h.bootstrap)).toBe(false);
   });
 
-  test("policy never: a crash ends the agent; SIGKILL is reported as a possible OOM kill", async () => {
+  test("Envoy exit under policy never (Istio's default): a SIGKILL ends the agent with exit code 0, Istio's OOM hint and error line", async () => {
     h = await harness({ options: { restart: { mode: "never", baseMs: 1, maxMs: 1, budget: 10, windowMs: 1000 } } });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     await h.admin("/fake/crash?signal=SIGKILL");
-    expect(await within(h.sup.exited, 5000, "exit")).toBe(128 + 9);
+    expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
     expect(h.records().filter((r) => r.event === "start")).toHaveLength(1);
     expect(h.lines.some((l) => l.includes("was killed by SIGKILL: possibly OOM-killed"))).toBe(true);
-    expect(h.lines.some((l) => l.includes("not restarting Envoy: ENVOY_RESTART_POLICY=never"))).toBe(true);
+    expect(h.lines.some((l) => l.includes("Envoy may have been out of memory killed. Check memory usage and limits."))).toBe(true);
+    expect(h.lines.some((l) => l.includes("Envoy exited with error: signal: killed"))).toBe(true);
+    expect(h.lines.some((l) => l.includes("not restarting Envoy"))).toBe(false);
+  });
+
+  test("Envoy exit under policy never: exit status 3 is logged as Istio's (no OOM hint) and the agent exits 0", async () => {
+    h = await harness({ fakeEnv: { FAKE_ENVOY_EXIT_CODE: "3" }, options: { restart: { mode: "never", baseMs: 1, maxMs: 1, budget: 10, windowMs: 1000 } } });
+    await h.sup.start(new AbortController().signal);
+    expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
+    expect(h.lines.some((l) => l.includes("Envoy exited with error: exit status 3"))).toBe(true);
+    expect(h.lines.some((l) => l.includes("out of memory"))).toBe(false);
+    expect(h.records().filter((r) => r.event === "start")).toHaveLength(1);
   });
 
   test("a missing binary fails start with an error naming it", async () => {

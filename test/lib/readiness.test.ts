@@ -1,5 +1,5 @@
-// Readiness as named blockers: registration order, once-only registration, errors, reblocking,
-// and change notifications (exactly when the set of blockers changes).
+// Readiness as named blockers and warnings: registration order, once-only registration, errors,
+// reblocking, warnings that never gate, and change notifications (exactly when the set changes).
 
 import { expect, test } from "bun:test";
 import { Readiness } from "../../src/lib/readiness.ts";
@@ -44,7 +44,7 @@ test("blocking a pending name again keeps its start time and error; fail after c
   a.fail("e1");
   advance(2_000);
   const again = r.block("a");
-  expect(r.blockers()).toEqual([{ name: "a", since: 1_000, lastError: "e1" }]);
+  expect(r.blockers()).toEqual([{ name: "a", since: 1_000, lastError: "e1", gates: true }]);
   again.clear();
   a.fail("late");
   expect(r.isReady()).toBe(true);
@@ -58,10 +58,10 @@ test("reblock after clear starts a new pending period without the old error; reb
   t.clear();
   advance(5_000);
   t.reblock();
-  expect(r.blockers()).toEqual([{ name: "terminating", since: 6_000 }]);
+  expect(r.blockers()).toEqual([{ name: "terminating", since: 6_000, gates: true }]);
   advance(1_000);
   t.reblock();
-  expect(r.blockers()).toEqual([{ name: "terminating", since: 6_000 }]);
+  expect(r.blockers()).toEqual([{ name: "terminating", since: 6_000, gates: true }]);
 });
 
 test("listeners hear each change of the blocker set, and only those; unsubscribe stops them", () => {
@@ -83,4 +83,24 @@ test("listeners hear each change of the blocker set, and only those; unsubscribe
   off();
   a.clear();
   expect(calls).toBe(3);
+});
+
+test("warnings are reported after the blockers and never gate, also when raised again", () => {
+  const { r, advance } = clocked();
+  const w = r.warn("xds connected");
+  expect(r.isReady()).toBe(true);
+  expect(r.blockers()).toEqual([]);
+  expect(r.warnings()).toEqual([{ name: "xds connected", since: 1_000, gates: false }]);
+  r.block("dns table received");
+  advance(500);
+  w.fail("connection refused");
+  expect(r.isReady()).toBe(false);
+  expect(r.describe()).toBe("dns table received: pending for 0.5s\nwarning: xds connected: connection refused");
+  r.clear("dns table received");
+  expect(r.isReady()).toBe(true);
+  w.clear();
+  w.reblock();
+  expect(r.isReady()).toBe(true);
+  expect(r.warnings().map((x) => [x.name, x.gates])).toEqual([["xds connected", false]]);
+  expect(r.blockers()).toEqual([]);
 });

@@ -317,6 +317,23 @@ test("listens on a loopback TCP port when asked", async () => {
   }
 });
 
+test("LOCAL_XDS_PATH naming a FIFO is refused at once, naming the file, instead of blocking", async () => {
+  const fifo = join(tmp.dir, "fifo.yaml");
+  expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+  const log = memoryLogger("all:info");
+  const s = createLocalXdsServer({ path: fifo, listen: "127.0.0.1:0", log: log.log, readiness: new Readiness(), pollMs: 0 });
+  const ctl = new AbortController();
+  await s.start(ctl.signal);
+  try {
+    const r = await s.reload();
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.message).toBe(`${fifo}: cannot read: ${fifo}: is a FIFO, not a regular file`);
+  } finally {
+    ctl.abort();
+    await s.stopped();
+  }
+});
+
 test("a file that is missing at start, then appears empty, still clears the blocker", async () => {
   const later = join(tmp.dir, "later.yaml");
   const readiness = new Readiness();

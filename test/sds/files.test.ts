@@ -2,7 +2,7 @@
 // pushed to subscribers, a mismatched key refused with the file named, invalid roots tolerated.
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalCa } from "../../src/ca/local.ts";
@@ -93,5 +93,21 @@ describe("file-mounted certificates", () => {
     else expect(sys.rootCert).toContain("BEGIN CERTIFICATE");
     const missing = await cache.get(`file-root:${join(dir, "none.pem")}`).catch((e) => e);
     expect(missing.message).toContain(join(dir, "none.pem"));
+  });
+
+  test("file-root naming /dev/zero, a FIFO or a huge file is refused at once, naming the file and the limit", async () => {
+    dir = mkdtempSync(join(tmpdir(), "files-"));
+    newCache();
+    const fifo = join(dir, "pipe.pem");
+    expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+    const huge = join(dir, "huge.pem");
+    writeFileSync(huge, "");
+    truncateSync(huge, 10 * 1024 ** 3);
+    const t0 = performance.now();
+    const [zero, pipe, big] = await Promise.all([`file-root:/dev/zero`, `file-root:${fifo}`, `file-root:${huge}`].map((n) => cache.get(n).catch((e) => e)));
+    expect(zero.message).toContain("/dev/zero: is a character device, not a regular file");
+    expect(pipe.message).toContain(`${fifo}: is a FIFO, not a regular file`);
+    expect(big.message).toContain(`${huge}: larger than the 4 MiB limit`);
+    expect(performance.now() - t0).toBeLessThan(2000);
   });
 });

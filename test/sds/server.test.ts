@@ -85,11 +85,13 @@ describe("StreamSecrets (SotW, Istio semantics)", () => {
     // A second stream still watching ROOTCA sees the push; the push to the first stream (if any)
     // is queued in the same call, so an answer to a request sent afterwards would follow it.
     const watcher = sotw();
-    watcher.send(["ROOTCA"]);
+    watcher.send(["ROOTCA", "default"]);
     await until(() => watcher.got.length === 1, "watcher's first response");
-    watcher.send(["ROOTCA"], watcher.got[0]!.nonce);
+    watcher.send(["ROOTCA", "default"], watcher.got[0]!.nonce);
     r.cache.updateTrustBundle([(await import("../../src/ca/local.ts").then((m) => m.LocalCa.generate())).rootPem]);
-    await until(() => watcher.got.length === 2, "push to the stream still watching");
+    // Both pushes (the new ROOTCA, and default re-issued for the new bundle) reached the watcher.
+    const pushed = () => watcher.got.slice(1).flatMap((m) => m.resources.map((x) => x.name));
+    await until(() => pushed().includes("ROOTCA") && pushed().includes("default"), "pushes to the stream still watching");
     s.send(["default"], ""); // sentinel
     await until(() => s.got.length >= 4, "sentinel response after the push");
     expect(s.got[3]!.resources.map((x) => x.name)).toEqual(["default"]); // unsubscribed: no push before it

@@ -30,26 +30,28 @@ describe("ISTIO_KUBE_APP_PROBERS", () => {
     expect(parseAppProbers("[1,2]").configError).toBe("ISTIO_KUBE_APP_PROBERS: want a JSON object mapping probe paths to probers, got an array");
   });
 
-  const bad: [string, unknown, RegExp][] = [
-    ["/bad-path/a/livez", { httpGet: { port: 80 } }, /invalid path "\/bad-path\/a\/livez", must be in form of regex pattern \^\/\(app-health\|app-lifecycle\)/],
-    ["/app-health/a/notaprobe", { httpGet: { port: 80 } }, /invalid path/],
-    ["/app-health/a/b/livez", { httpGet: { port: 80 } }, /invalid path/],
-    ["/app-health/a/livez", { httpGet: { port: "http" } }, /invalid prober config for \/app-health\/a\/livez, the port must be int type \(got "http"\)/],
-    ["/app-health/a/livez", { tcpSocket: { port: "8080" } }, /the port must be int type/],
-    ["/app-health/a/livez", { httpGet: { port: 80.5 } }, /the port must be int type/],
-    ["/app-health/a/livez", { grpc: { port: "9000" } }, /the port must be int type/],
-    ["/app-health/a/livez", { httpGet: { port: 70000 } }, /port 70000 is out of range/],
-    ["/app-health/a/livez", {}, /must be exactly one of type httpGet, tcpSocket or gRPC \(found none\)/],
-    ["/app-health/a/livez", { timeoutSeconds: 1 }, /found none/],
-    ["/app-health/a/livez", { httpGet: { port: 80 }, tcpSocket: { port: 81 } }, /must be exactly one of type httpGet, tcpSocket or gRPC \(found httpGet and tcpSocket\)/],
-    ["/app-health/a/livez", { httpGet: { port: 80 }, timeoutSeconds: "1" }, /timeoutSeconds must be a non-negative integer/],
-    ["/app-health/a/livez", { httpGet: { port: 80, scheme: "FTP" } }, /scheme must be HTTP or HTTPS/],
-    ["/app-health/a/livez", null, /want an object/],
+  // [path, prober, reason, Istio refuses it at start (NewServer error)?]
+  const bad: [string, unknown, RegExp, boolean][] = [
+    ["/bad-path/a/livez", { httpGet: { port: 80 } }, /invalid path "\/bad-path\/a\/livez", must be in form of regex pattern \^\/\(app-health\|app-lifecycle\)/, true],
+    ["/app-health/a/notaprobe", { httpGet: { port: 80 } }, /invalid path/, true],
+    ["/app-health/a/b/livez", { httpGet: { port: 80 } }, /invalid path/, true],
+    ["/app-health/a/livez", { httpGet: { port: "http" } }, /invalid prober config for \/app-health\/a\/livez, the port must be int type \(got "http"\)/, true],
+    ["/app-health/a/livez", { tcpSocket: { port: "8080" } }, /the port must be int type/, true],
+    ["/app-health/a/livez", { httpGet: { port: 80.5 } }, /the port must be int type/, true],
+    ["/app-health/a/livez", { grpc: { port: "9000" } }, /the port must be int type/, true],
+    ["/app-health/a/livez", { httpGet: { port: 70000 } }, /port 70000 is out of range/, false],
+    ["/app-health/a/livez", {}, /must be exactly one of type httpGet, tcpSocket or gRPC \(found none\)/, true],
+    ["/app-health/a/livez", { timeoutSeconds: 1 }, /found none/, true],
+    ["/app-health/a/livez", { httpGet: { port: 80 }, tcpSocket: { port: 81 } }, /must be exactly one of type httpGet, tcpSocket or gRPC \(found httpGet and tcpSocket\)/, true],
+    ["/app-health/a/livez", { httpGet: { port: 80 }, timeoutSeconds: "1" }, /timeoutSeconds must be an integer/, true],
+    ["/app-health/a/livez", { httpGet: { port: 80, scheme: "FTP" } }, /scheme must be HTTP or HTTPS/, false],
+    ["/app-health/a/livez", null, /want an object/, true],
   ];
-  for (const [path, prober, want] of bad) {
-    test(`refuses ${path} ${JSON.stringify(prober)}`, () => {
+  for (const [path, prober, want, fatal] of bad) {
+    test(`refuses ${path} ${JSON.stringify(prober)}${fatal ? " (fatal at start, as Istio)" : " (entry only)"}`, () => {
       const p = parseAppProbers(JSON.stringify({ [path]: prober, "/app-health/ok/livez": { tcpSocket: { port: 1 } } }));
       expect(p.invalid.get(path)).toMatch(want);
+      expect(p.rejected).toEqual(fatal ? [p.invalid.get(path)!] : []);
       expect(p.invalid.get(path)).toStartWith("ISTIO_KUBE_APP_PROBERS: ");
       expect(p.probes.has(path)).toBe(false);
       // the other entry keeps working

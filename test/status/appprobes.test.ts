@@ -68,7 +68,7 @@ beforeAll(async () => {
     "/app-health/grpcnone/livez": { grpc: { port: grpcNoHealth.port }, timeoutSeconds: 2 },
     "/app-health/grpcdown/livez": { grpc: { port: refused } },
     "/app-lifecycle/web/prestopz": { httpGet: { path: "/ok", port: http.port } },
-    "/app-health/bad/livez": { httpGet: { port: "http" } },
+    "/app-health/bad/livez": { httpGet: { port: 70000 } },
   };
   const s = new StatusServer({
     port: 0,
@@ -201,7 +201,7 @@ describe("unknown and invalid probe paths", () => {
   test("an invalid entry answers 500 with its reason", async () => {
     const r = await probe("/app-health/bad/livez");
     expect(r.status).toBe(500);
-    expect(r.body).toContain("invalid prober config for /app-health/bad/livez, the port must be int type");
+    expect(r.body).toContain("invalid prober config for /app-health/bad/livez, port 70000 is out of range 1-65535");
   });
 });
 

@@ -142,20 +142,20 @@ describe("/healthz/ready", () => {
   test("503 names every pending check with its error, then 200", async () => {
     let t = 10_000;
     const readiness = new Readiness(() => t);
-    const xds = readiness.block("xds connected");
-    xds.fail("upstream istiod.istio-system.svc:15012: connection refused");
-    const cert = readiness.block("certificate warmed");
+    const dns = readiness.block("dns table received");
+    dns.fail("istio DNS capture is turned ON and DNS lookup table is not ready yet");
+    const cert = readiness.block("local xDS file loaded");
     t = 12_500;
     const { admin, get } = await server({ readiness, now: () => t });
     let r = await get();
     expect(r.status).toBe(503);
     expect(r.body).toBe(
       "not ready: 3 pending\n" +
-        "xds connected: upstream istiod.istio-system.svc:15012: connection refused\n" +
-        "certificate warmed: pending for 2.5s\n" +
+        "dns table received: istio DNS capture is turned ON and DNS lookup table is not ready yet\n" +
+        "local xDS file loaded: pending for 2.5s\n" +
         "envoy: config not received from XDS server (is Istiod running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected\n",
     );
-    xds.clear();
+    dns.clear();
     cert.clear();
     admin.state.stats = "cluster_manager.cds.update_success: 1\nlistener_manager.lds.update_success: 1";
     r = await get();
@@ -167,6 +167,31 @@ describe("/healthz/ready", () => {
     readiness.block("terminating").fail("SIGTERM received, draining");
     r = await get();
     expect(r).toEqual({ status: 503, body: "not ready: 1 pending\nterminating: SIGTERM received, draining\n" });
+  });
+
+  test("readiness fails for exactly Istio's reasons: renewal trouble, a missing upstream stream and unwarmed certificates are warnings, not blockers", async () => {
+    let t = 10_000;
+    const readiness = new Readiness(() => t);
+    readiness.warn("certificate renewal").fail("certificate expires in 3000s and renewing the workload certificate failed (attempt 4): UNAVAILABLE");
+    readiness.warn("xds connected").fail("upstream istiod.istio-system.svc:15012: connection refused");
+    readiness.warn("certificate warmed");
+    t = 11_000;
+    const { admin, get } = await server({ readiness, now: () => t });
+    // Envoy itself is not ready: the body names Envoy as the one pending check, and adds the warnings.
+    let r = await get();
+    expect(r.status).toBe(503);
+    expect(r.body).toBe(
+      "not ready: 1 pending\n" +
+        "envoy: config not received from XDS server (is Istiod running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected\n" +
+        "warning: certificate renewal: certificate expires in 3000s and renewing the workload certificate failed (attempt 4): UNAVAILABLE\n" +
+        "warning: xds connected: upstream istiod.istio-system.svc:15012: connection refused\n" +
+        "warning: certificate warmed: pending for 1.0s\n",
+    );
+    // Envoy ready: the pod is ready although the warnings remain (Istio checks none of them).
+    admin.state.stats = LIVE;
+    r = await get();
+    expect(r).toEqual({ status: 200, body: "" });
+    expect(readiness.warnings().map((w) => w.name)).toEqual(["certificate renewal", "xds connected", "certificate warmed"]);
   });
 
   test("rejected config is named as such", async () => {

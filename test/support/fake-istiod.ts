@@ -94,6 +94,8 @@ export class FakeStream {
   private waiters: { pred: (r: DecodedRequest) => boolean; resolve: (r: DecodedRequest) => void; from: number }[] = [];
   private nonce = 0;
   ended = false;
+  /** Requests that did not decode as a (Delta)DiscoveryRequest. */
+  undecodable = 0;
 
   constructor(
     readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
@@ -112,7 +114,14 @@ export class FakeStream {
     call.on("error", () => {});
     call.on("data", (raw: Buffer) => {
       const T = delta ? types.DeltaReq : types.Req;
-      const r = { ...(T.toObject(T.decode(raw), { defaults: false }) as object), raw } as DecodedRequest;
+      let decoded: object;
+      try {
+        decoded = T.toObject(T.decode(raw), { defaults: false }) as object;
+      } catch {
+        this.undecodable++; // the agent relays request bytes it only scans; fuzz tests send garbage
+        return;
+      }
+      const r = { ...decoded, raw } as DecodedRequest;
       r.typeUrl ??= "";
       this.requests.push(r);
       const idx = this.requests.length - 1;

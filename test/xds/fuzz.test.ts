@@ -9,6 +9,7 @@ import { silentLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { xdsCodec } from "../../src/xds/messages.ts";
 import { xdsMetrics } from "../../src/xds/metrics.ts";
+import { LogLimiter } from "../../src/lib/loglimit.ts";
 import { StreamRelay } from "../../src/xds/relay.ts";
 import { Code, NAME_TABLE_TYPE, SOTW_PATH, DELTA_PATH, type GrpcStatus } from "../../src/xds/types.ts";
 import type { DownstreamCall } from "../../src/xds/downstream.ts";
@@ -114,9 +115,11 @@ test("relay: 100k random and mutated frames, statuses for bad ones, valid ones p
       describe: "fuzz",
       open: (_m, h) => ((uh = h), { write: (b) => (up.push(Buffer.from(b)), true), pause() {}, resume() {}, close() {} }),
     };
-    const relay = new StreamRelay(call, { codec, internal: new Map([[NAME_TABLE_TYPE, () => {}]]), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), metrics, onUpstreamConnected() {} });
+    const relay = new StreamRelay(call, { codec, internal: new Map([[NAME_TABLE_TYPE, () => {}]]), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }), metrics, onUpstreamConnected() {} });
     const dh = relay.start(upstream);
+    dh.onData(grpcFrame(seedRequest(isDelta))); // the upstream is dialed on the first request
     uh.onConnected();
+    up.length = 0;
     for (let k = 0; k < 50 && !status; k++) {
       frames++;
       const toUpstream = rand() < 0.5;

@@ -1,15 +1,30 @@
 // SO_PEERCRED on the XDS socket: a client running as a UID outside XDS_AUTHORIZED_UIDS is closed
 // before any HTTP/2 byte, logged with pid/uid and counted; an allowed client gets the server's
-// SETTINGS. Needs root and setpriv (to run the client as another UID): see test/support/requires.ts.
+// SETTINGS. In proxyless mode (DISABLE_ENVOY) the application is the client: every UID is allowed
+// unless XDS_AUTHORIZED_UIDS is set. Needs root and setpriv (to run the client as another UID).
 
-import { afterAll, expect } from "bun:test";
+import { afterEach, expect } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { describeRequiring, testRequiring } from "../support/requires.ts";
 import { metricValue, startHarness, type Harness } from "./harness.ts";
-import { testRequiring } from "../support/requires.ts";
 
+const NEEDS = { root: true, tools: ["setpriv"], apt: ["util-linux"] };
 let h: Harness | undefined;
-afterAll(async () => h?.stop());
+afterEach(async () => {
+  await h?.stop();
+  h = undefined;
+});
+
+/** Start the relay with `env` and make its socket reachable for other UIDs; returns the client script. */
+async function harnessWithClient(env: Record<string, string>): Promise<{ h: Harness; script: string }> {
+  h = await startHarness({ env });
+  for (const d of [h.root, join(h.root, "etc"), join(h.root, "etc/istio"), join(h.root, "etc/istio/proxy")]) chmodSync(d, 0o755);
+  const script = join(h.root, "client.cjs");
+  writeFileSync(script, CLIENT);
+  chmodSync(script, 0o644);
+  return { h, script };
+}
 
 const CLIENT = `
 const net = require("node:net");
@@ -30,15 +45,33 @@ async function runClient(socket: string, script: string, asUid?: number): Promis
   return out.trim();
 }
 
-testRequiring({ root: true, tools: ["setpriv"], apt: ["util-linux"] }, "a client as uid 4242 is refused, logged and counted; root is served", async () => {
-  h = await startHarness({ env: { XDS_AUTHORIZED_UIDS: "0,1337" } });
-  for (const d of [h.root, join(h.root, "etc"), join(h.root, "etc/istio"), join(h.root, "etc/istio/proxy")]) chmodSync(d, 0o755);
-  const script = join(h.root, "client.cjs");
-  writeFileSync(script, CLIENT);
-  chmodSync(script, 0o644);
+testRequiring(NEEDS, "a client as uid 4242 is refused, logged and counted; root is served", async () => {
+  const { h, script } = await harnessWithClient({ XDS_AUTHORIZED_UIDS: "0,1337" });
   expect(await runClient(h.proxy.socketPath, script, 4242)).toBe("refused");
   expect(await metricValue(h.registry, "istio_agent_xds_rejected_peers")).toBe(1);
   expect(h.lines.some((l) => /rejected connection .* uid=4242/.test(l) && /pid=\d+/.test(l))).toBe(true);
   expect(await runClient(h.proxy.socketPath, script)).toBe("served");
   expect(await metricValue(h.registry, "istio_agent_xds_rejected_peers")).toBe(1);
 }, 20_000);
+
+describeRequiring(NEEDS, "XDS socket peers in proxyless mode", () => {
+  testRequiring(NEEDS, "DISABLE_ENVOY without XDS_AUTHORIZED_UIDS: the application's UID (4242) is served, said once at start", async () => {
+    const { h, script } = await harnessWithClient({ DISABLE_ENVOY: "true" });
+    expect(await runClient(h.proxy.socketPath, script, 4242)).toBe("served");
+    expect(await metricValue(h.registry, "istio_agent_xds_rejected_peers")).toBe(0);
+    expect(h.lines.filter((l) => l.includes("the XDS socket accepts clients of any UID")).length).toBe(1);
+  }, 20_000);
+
+  testRequiring(NEEDS, "DISABLE_ENVOY with XDS_AUTHORIZED_UIDS: the list still decides", async () => {
+    const { h, script } = await harnessWithClient({ DISABLE_ENVOY: "true", XDS_AUTHORIZED_UIDS: "0" });
+    expect(await runClient(h.proxy.socketPath, script, 4242)).toBe("refused");
+    expect(await metricValue(h.registry, "istio_agent_xds_rejected_peers")).toBe(1);
+    expect(h.lines.some((l) => l.includes("accepts clients of any UID"))).toBe(false);
+  }, 20_000);
+
+  testRequiring(NEEDS, "with Envoy (sidecar) the default stays own UID, 1337 and 0: uid 4242 is refused", async () => {
+    const { h, script } = await harnessWithClient({});
+    expect(await runClient(h.proxy.socketPath, script, 4242)).toBe("refused");
+    expect(await runClient(h.proxy.socketPath, script, 1337)).toBe("served");
+  }, 20_000);
+});

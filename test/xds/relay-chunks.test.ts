@@ -4,6 +4,7 @@
 
 import { expect, test } from "bun:test";
 import { silentLogger } from "../../src/lib/log.ts";
+import { LogLimiter } from "../../src/lib/loglimit.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { grpcFrame } from "../../src/xds/grpcframe.ts";
 import { xdsCodec } from "../../src/xds/messages.ts";
@@ -47,9 +48,13 @@ function relay(isDelta: boolean) {
     [NAME_TABLE_TYPE, (r: Uint8Array) => handled.push({ type: NAME_TABLE_TYPE, bytes: Buffer.from(r).toString("hex") })],
     [PROXY_CONFIG_TYPE, (r: Uint8Array) => handled.push({ type: PROXY_CONFIG_TYPE, bytes: Buffer.from(r).toString("hex") })],
   ]);
-  const r = new StreamRelay(call, { codec, internal, initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), metrics, onUpstreamConnected() {} });
-  r.start(upstream);
+  const r = new StreamRelay(call, { codec, internal, initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }), metrics, onUpstreamConnected() {} });
+  const dh = r.start(upstream);
+  // The upstream is dialed on Envoy's first request.
+  const first = isDelta ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl: CDS })).finish() : TYPES.Req.encode(TYPES.Req.create({ typeUrl: CDS })).finish();
+  dh.onData(grpcFrame(first));
   uh.onConnected();
+  up.length = 0;
   return { down, up, handled, finished, push: (b: Uint8Array) => uh.onData(b) };
 }
 

@@ -1,5 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { chooseXdsRoot, splitHostPort, upstreamMetadata, usesTls, xdsServerName, type RootInputs } from "../../src/xds/upstream-config.ts";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chooseXdsRoot, dialConfigFrom, splitHostPort, upstreamMetadata, usesTls, xdsServerName, type RootInputs } from "../../src/xds/upstream-config.ts";
+import { testConfig } from "./harness.ts";
 import { encodeGrpcMessage } from "../../src/xds/downstream.ts";
 import { decodeGrpcMessage, httpStatusToCode } from "../../src/xds/upstream.ts";
 import { routeOf, NAME_TABLE_TYPE, WORKLOAD_TYPE } from "../../src/xds/types.ts";
@@ -13,13 +17,20 @@ describe("root CA order (FindRootCAForXDS)", () => {
     ["XDS_ROOT_CA path", { xdsRootCa: "/x/root.pem", exists: () => true }, { kind: "file", path: "/x/root.pem" }],
     ["legacy ./etc/certs/root-cert.pem when present", { exists: (p: string) => p === "./etc/certs/root-cert.pem", provCert: "/prov" }, { kind: "file", path: "./etc/certs/root-cert.pem" }],
     ["PROV_CERT", { provCert: "/prov/" }, { kind: "file", path: "/prov/root-cert.pem" }],
-    ["FILE_MOUNTED_CERTS", { fileMountedCerts: true, mountedRootCert: "/m/root.pem" }, { kind: "file", path: "/m/root.pem" }],
-    ["default mesh root", {}, { kind: "file", path: "./var/run/secrets/istio/root-cert.pem" }],
+    ["FILE_MOUNTED_CERTS", { fileMountedCerts: true, mountedRootCert: "/m/root.pem", exists: (p: string) => p === "/m/root.pem" }, { kind: "file", path: "/m/root.pem" }],
+    ["default mesh root", { exists: (p: string) => p === "./var/run/secrets/istio/root-cert.pem" }, { kind: "file", path: "./var/run/secrets/istio/root-cert.pem" }],
   ])("%s", (_n, over, want) => {
     expect(chooseXdsRoot({ ...base, ...over } as RootInputs)).toEqual(want as never);
   });
   test("PILOT_CERT_PROVIDER=none without a root is an error naming XDS_ROOT_CA", () => {
     expect(() => chooseXdsRoot({ ...base, pilotCertProvider: "none" })).toThrow(/XDS_ROOT_CA/);
+  });
+  test("missing root CA where Istio requires one: an error naming the file (default, XDS_ROOT_CA, mounted root)", () => {
+    expect(() => chooseXdsRoot(base)).toThrow("root CA file for XDS does not exist ./var/run/secrets/istio/root-cert.pem");
+    expect(() => chooseXdsRoot({ ...base, xdsRootCa: "/x/root.pem" })).toThrow("root CA file for XDS does not exist /x/root.pem (XDS_ROOT_CA)");
+    expect(() => chooseXdsRoot({ ...base, fileMountedCerts: true, mountedRootCert: "/m/root.pem" })).toThrow("root CA file for XDS does not exist /m/root.pem");
+    // PROV_CERT's root is taken on trust, as Istio (VMs write it later).
+    expect(chooseXdsRoot({ ...base, provCert: "/prov" })).toEqual({ kind: "file", path: "/prov/root-cert.pem" });
   });
 });
 
@@ -34,10 +45,23 @@ describe("dial parameters", () => {
     expect(xdsServerName("localhost", "")).toBe("istiod.istio-system.svc");
     expect(xdsServerName("10.0.0.1", "istiod.custom")).toBe("istiod.custom");
   });
-  test("TLS unless NONE or port 15010", () => {
-    expect(usesTls("MUTUAL_TLS", 15012)).toBe(true);
-    expect(usesTls("NONE", 15012)).toBe(false);
-    expect(usesTls("MUTUAL_TLS", 15010)).toBe(false);
+  test("xDS upstream is TLS unless the auth policy is NONE (port 15010 alone does not turn TLS off)", () => {
+    expect(usesTls("MUTUAL_TLS")).toBe(true);
+    expect(usesTls(undefined)).toBe(true);
+    expect(usesTls("NONE")).toBe(false);
+    const root = mkdtempSync(join(tmpdir(), "upstream-15010-"));
+    try {
+      mkdirSync(join(root, "var/run/secrets/istio"), { recursive: true });
+      writeFileSync(join(root, "var/run/secrets/istio/root-cert.pem"), "root");
+      const files = { exists: (p: string) => existsSync(p), read: () => undefined };
+      const tls = dialConfigFrom(testConfig(root, {}, { discoveryAddress: "istiod.istio-system.svc:15010", controlPlaneAuthPolicy: "MUTUAL_TLS" }), files);
+      expect(tls.tls?.root).toEqual({ kind: "file", path: join(root, "var/run/secrets/istio/root-cert.pem") });
+      expect(tls.tls?.servername).toBe("istiod.istio-system.svc");
+      const plain = dialConfigFrom(testConfig(root, {}, { discoveryAddress: "istiod.istio-system.svc:15012", controlPlaneAuthPolicy: "NONE" }), files);
+      expect(plain.tls).toBeUndefined();
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
   test("metadata: token, ClusterID, XDS_HEADER_*", () => {
     expect(upstreamMetadata("tok", "c1", { FOO: "bar" })).toEqual({ foo: "bar", clusterid: "c1", authorization: "Bearer tok" });

@@ -29,6 +29,7 @@ import {
 } from "./frames.ts";
 import { HpackDecoder, HpackError, encodeHeaders, type HeaderList } from "./hpack.ts";
 import { H2Stream } from "./stream.ts";
+import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
 
@@ -60,6 +61,8 @@ export interface H2SessionOptions {
   keepalive?: { intervalMs: number; timeoutMs: number };
   /** Server: PINGs closer together than `minIntervalMs` are strikes; more than `maxStrikes` ends the connection (gRPC's too_many_pings). */
   pingPolicy?: { minIntervalMs: number; maxStrikes: number };
+  /** Server: streams the client may reset (token bucket); past it GOAWAY ENHANCE_YOUR_CALM (rapid reset). */
+  resetBudget?: RateBudgetOptions;
   /** Server: a new stream opened by the peer, with its request headers. */
   onStream?(stream: H2Stream, headers: HeaderList): void;
   /** The connection is gone; `error` says why when it was not a clean close. */
@@ -124,6 +127,7 @@ export class H2Session {
   private pingSentAt = 0;
   private lastPeerPingAt = 0;
   private pingStrikes = 0;
+  private readonly resetBudget: RateBudget | undefined;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private error: H2Error | undefined;
 
@@ -138,6 +142,7 @@ export class H2Session {
     this.highWaterMark = o.highWaterMark ?? 256 * 1024;
     this.connRecvWindow = this.connWindow;
     this.hpack = new HpackDecoder(4096, o.maxHeaderListSize ?? 256 * 1024);
+    this.resetBudget = o.role === "server" && o.resetBudget ? new RateBudget(o.resetBudget, () => performance.now()) : undefined;
     this.state = o.role === "server" ? "preface" : "header";
     this.lastReceiveAt = performance.now();
 
@@ -204,8 +209,8 @@ export class H2Session {
     this.socket.end();
   }
 
-  /** Immediately: every open stream is reset, the socket destroyed. */
-  destroy(error?: H2Error): void {
+  /** Immediately: every open stream is reset, the socket destroyed (`linger`: after a GOAWAY, see below). */
+  destroy(error?: H2Error, linger = false): void {
     if (this.closed) return;
     this.closed = true;
     this.error ??= error;
@@ -213,7 +218,14 @@ export class H2Session {
     try {
       this.flush();
     } catch {}
-    this.socket.destroy();
+    if (linger && !this.socket.destroyed && !this.socket.writableEnded) {
+      // After a GOAWAY naming the reason: end our side and keep reading (and dropping) what the
+      // peer still sends for up to 1 s, so the GOAWAY is not lost to a reset of a full socket.
+      const sock = this.socket;
+      sock.once("end", () => sock.destroy());
+      sock.end();
+      setTimeout(() => sock.destroy(), 1000).unref?.();
+    } else this.socket.destroy();
     const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
     for (const s of [...this.streams.values()]) {
       // After our graceful close, a stream that sent all it had is done, whatever the peer's half.
@@ -370,7 +382,7 @@ export class H2Session {
   fail(code: number, message: string): void {
     if (this.closed) return;
     this.push(goawayFrame(this.lastPeerStream, code, message.slice(0, 200)));
-    this.destroy(new H2Error(code, message));
+    this.destroy(new H2Error(code, message), true);
   }
 
   private parse(chunk: Buffer): void {
@@ -554,6 +566,11 @@ export class H2Session {
         if (id === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "RST_STREAM on stream 0");
         const code = p.readUInt32BE(0);
         this.streams.get(id)?.remoteReset(code, `stream reset by the peer (${h2CodeName(code)})`);
+        if (this.resetBudget && !this.resetBudget.take()) {
+          const b = this.o.resetBudget!;
+          this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_resets"));
+          this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client reset streams faster than ${b.perSecond}/s after a burst of ${b.burst} (too_many_resets)`), true);
+        }
         return;
       }
       case FrameType.GOAWAY: {
