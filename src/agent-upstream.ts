@@ -45,6 +45,9 @@ export async function createUpstreamSide(cfg: AgentConfig, deps: UpstreamDeps): 
     dnsEnabled: deps.dnsEnabled,
     ...(local ? { upstream: new LocalUpstream(cfg, local) } : {}),
   });
+  // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
+  const upstreamAddress = local ? `local xDS server (LOCAL_XDS_PATH=${cfg.env.LOCAL_XDS_PATH})` : (cfg.proxyConfig.discoveryAddress ?? "");
+  deps.sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(cfg.env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
   return { components: local ? [stopsAfter(local, xds), xds] : [xds], health: xds };
 }
 

@@ -24,6 +24,7 @@ import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -33,8 +34,17 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
+  memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
   selfCommand?: readonly string[];
+}
+
+/** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
+function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
+  if (!secrets || secrets.opts.signer.kind !== "none") return [];
+  const w = secrets.opts.workloadFiles;
+  return [w.certChainPath, w.keyPath, w.rootCertPath];
 }
 
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
@@ -63,6 +73,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
+  private terminating = false;
 
   constructor(
     readonly config: AgentConfig,
@@ -87,6 +99,22 @@ export class Agent {
     } finally {
       this.endStartPath();
     }
+    this.startMemoryLimit();
+  }
+
+  /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
+  private startMemoryLimit(): void {
+    let limitBytes: number | undefined;
+    try {
+      limitBytes = parseGoMemLimit(this.config.env.GOMEMLIMIT);
+    } catch (e) {
+      if (!(e instanceof MemLimitError)) throw e;
+      this.log.warn(`${e.message}; no memory limit`);
+      return;
+    }
+    if (limitBytes === undefined) return;
+    const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -107,12 +135,22 @@ export class Agent {
     const stop = this.stopAll.signal;
 
     const lifecycle: LifecycleControl = {
-      quit: () => (this.envoy ? this.envoy.quit() : this.finish(0)),
+      quit: () => {
+        this.terminating = true;
+        return this.envoy ? this.envoy.quit() : this.finish(0);
+      },
       drain: async () => {
         if (this.envoy) await this.envoy.drain();
       },
     };
-    signal.addEventListener("abort", () => (this.envoy ? undefined : this.finish(0)), { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        this.terminating = true;
+        if (!this.envoy) this.finish(0);
+      },
+      { once: true },
+    );
 
     try {
       const afterStart = this.afterStart;
@@ -180,11 +218,14 @@ export class Agent {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           bootstrapPath: bootstrap.path,
+          certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
         });
+        this.log.info("Starting proxy agent");
         await this.envoy.start(signal);
         step("envoy");
+        // Istio's "Envoy exited normally/with error" lines come from the supervisor.
         void this.envoy.exited.then((code) => this.finish(code));
       } else if (!envoyEnabled) {
         this.log.info("DISABLE_ENVOY: proxyless mode, Envoy is not started");
@@ -221,6 +262,7 @@ export class Agent {
     void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
       if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
       this.log.info("Agent stopped");
+      if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);
     });
   }

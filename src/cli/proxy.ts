@@ -55,6 +55,20 @@ export function proxyHelp(): string {
   ].join("\n");
 }
 
+/**
+ * Istio's `FLAG: --name="value"` start-up lines (pkg/cmd PrintFlags): every flag of the command,
+ * inherited ones included, sorted by name, with pflag's text for the value.
+ */
+export function flagLines(values: Record<string, unknown>, specs: readonly FlagSpec[]): string[] {
+  return [...specs]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((f) => {
+      const v = values[f.name];
+      const text = Array.isArray(v) ? `[${v.join(",")}]` : String(v);
+      return `FLAG: --${f.name}=${JSON.stringify(text)}`;
+    });
+}
+
 export interface ProxyHost {
   interfaces(): InterfaceTable;
   cpuCount(): number;
@@ -81,6 +95,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   }
   const sink = logSinkFromFlags(parsed, { stdout: io.out, stderr: io.err });
   const log = sink.logger();
+  for (const line of flagLines(parsed.values, [...GLOBAL_FLAGS, ...PROXY_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }])) log.info(line);
   for (const u of parsed.unknown) log.warn(`unknown flag ignored (accepted for backward compatibility): ${u}`);
   if (parsed.positionals.length > 1) throw new CliError(`proxy: expected at most one proxy type, got ${parsed.positionals.join(" ")}`);
   const flags = parsed.values as unknown as ProxyFlags;

@@ -1,31 +1,36 @@
 // `agent request <method> <path> [body] [--debug-port N]`: an HTTP call to the local Envoy admin or
-// status port (pilot-agent's app/request.go). Prints only the response body: istioctl parses it.
-// Fails when the status is > 399 and not 404.
+// status port (pilot-agent's app/request.go and pilot/pkg/request). The method and body go out
+// exactly as given (no upper-casing; a GET may carry a body) and the response body is printed
+// followed by a newline, as Go's fmt.Println does: istioctl parses that output. Fails when the
+// status is > 399 and not 404.
 
 import { parseFlags, type FlagSpec } from "./flags.ts";
 import { CliError, type CliIO } from "./io.ts";
+import { localRequest, type LocalRequest, type LocalResponse } from "./localhttp.ts";
 
-export const ALLOWED_DEBUG_PORTS = [15000, 15020, 15021, 15004];
+export const ALLOWED_DEBUG_PORTS = [15000, 15004, 15020, 15021];
 
 export const REQUEST_FLAGS: FlagSpec[] = [
   { name: "debug-port", type: "int", default: 15000, usage: "Set the port to make a local request to. The default points to the Envoy admin API." },
 ];
 
-export async function runRequest(argv: string[], io: CliIO, fetchImpl: typeof fetch = fetch): Promise<number> {
+export type RequestSender = (req: LocalRequest) => Promise<LocalResponse>;
+
+export async function runRequest(argv: string[], io: CliIO, send: RequestSender = localRequest): Promise<number> {
   const { values, positionals } = parseFlags(argv, REQUEST_FLAGS);
-  if (positionals.length < 2) throw new CliError(`requires at least 2 arg(s), only received ${positionals.length}: usage: agent request <method> <path> [<body>]`);
+  if (positionals.length < 2) throw new CliError(`requires at least 2 arg(s), only received ${positionals.length}`);
   const port = values["debug-port"] as number;
   if (!ALLOWED_DEBUG_PORTS.includes(port)) throw new CliError(`debug port ${port} is not in allowed list [${ALLOWED_DEBUG_PORTS.join(" ")}]`);
-  const [method, rawPath, body] = positionals as [string, string, string | undefined];
-  const url = `http://localhost:${port}/${rawPath.replace(/^\//, "")}`;
-  let res: Response;
+  const [method, rawPath, body = ""] = positionals as [string, string, string | undefined];
+  const path = rawPath.replace(/^\//, "");
+  let res: LocalResponse;
   try {
-    res = await fetchImpl(url, { method: method.toUpperCase(), body: body && !["GET", "HEAD"].includes(method.toUpperCase()) ? body : undefined, signal: AbortSignal.timeout(60_000) });
+    res = await send({ host: "localhost", port, method, path, body, timeoutMs: 60_000 });
   } catch (e) {
-    throw new CliError(`${method.toUpperCase()} ${url}: ${(e as Error).message}`);
+    throw new CliError(`${method} "http://localhost:${port}/${path}": ${(e as Error).message}`);
   }
-  const text = await res.text();
+  const text = res.body.toString("utf8");
   if (res.status > 399 && res.status !== 404) throw new CliError(`received unsuccessful status code ${res.status}: ${text}`);
-  io.out(text.endsWith("\n") ? text : text + "\n");
+  io.out(text + "\n");
   return 0;
 }

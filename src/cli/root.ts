@@ -1,39 +1,14 @@
 // Command dispatch for the one binary: `agent <command> ...`, with pilot-agent's command names.
 // Global logging flags may stand before or after the command (cobra persistent flags); unknown
 // flags on the root are accepted with a warning, as Istio allows them for backward compatibility.
+// `-h`/`--help` on any command, `help <command>` and `completion <shell>` behave as cobra's do.
 // Each command's module is imported only when that command runs: `agent proxy` does not pay for
 // evaluating iptables', wait's or version's code (and their dependencies) before it starts.
 
-import { formatFlagHelp, parseFlags, FlagError } from "./flags.ts";
+import { parseFlags, FlagError } from "./flags.ts";
 import { GLOBAL_FLAGS, logSinkFromFlags } from "./global.ts";
 import { CliError, type CliIO } from "./io.ts";
-
-export const COMMANDS: Record<string, string> = {
-  proxy: "XDS proxy agent",
-  iptables: "Set up iptables rules for Istio Sidecar (alias: istio-iptables)",
-  request: "Makes an HTTP request to the Envoy admin API or the agent's status port",
-  wait: "Waits until the Envoy proxy is ready",
-  version: "Prints out build version information",
-};
-
-export function rootHelp(): string {
-  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
-  return [
-    "Istio Pilot agent runs in the sidecar or gateway container and bootstraps Envoy.",
-    "",
-    "Usage:",
-    "  agent [command]",
-    "",
-    "Available Commands:",
-    ...Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(width)}  ${d}`),
-    "",
-    "Flags:",
-    formatFlagHelp([...GLOBAL_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "help for agent" }]),
-    "",
-    'Use "agent [command] --help" for more information about a command.',
-    "",
-  ].join("\n");
-}
+import { COMMAND_TREE, PROGRAM, SHELLS, commandHelp, findCommand, rootHelp, type Shell } from "./commands.ts";
 
 const VALUE_GLOBALS = new Set(GLOBAL_FLAGS.filter((f) => f.type !== "bool").map((f) => `--${f.name}`));
 
@@ -54,6 +29,11 @@ export function splitCommand(argv: readonly string[]): { command?: string; rest:
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
   const { command, rest } = splitCommand(argv);
   try {
+    const known = command === undefined ? undefined : findCommand(command);
+    if (known && known.name !== "help" && wantsHelp(rest)) {
+      io.out(await helpFor(known.name, positionalsOf(rest)));
+      return 0;
+    }
     switch (command) {
       case "proxy": {
         const { runProxy } = await import("./proxy.ts");
@@ -78,7 +58,24 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         const { runVersion } = await import("./version.ts");
         return runVersion(stripGlobals(rest, io), io);
       }
-      case "help":
+      case "completion":
+        return await runCompletion(stripGlobals(rest, io), io);
+      case "help": {
+        const topic = positionalsOf(rest);
+        if (topic.length === 0) {
+          io.out(rootHelp());
+          return 0;
+        }
+        const cmd = findCommand(topic[0]!);
+        if (!cmd) {
+          // cobra: "Unknown help topic %#q" of the args, then the root's usage.
+          io.out(`Unknown help topic [${topic.map((t) => "`" + t + "`").join(" ")}]\n`);
+          io.out(rootHelp().split("\n").slice(2).join("\n"));
+          return 0;
+        }
+        io.out(await helpFor(cmd.name, topic.slice(1)));
+        return 0;
+      }
       case undefined: {
         const parsed = parseFlags(rest, [...GLOBAL_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }], { allowUnknown: true });
         for (const u of parsed.unknown) io.err(`warning: unknown flag ignored: ${u}\n`);
@@ -95,6 +92,55 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     }
     throw e;
   }
+}
+
+/** `-h`, `--help` or `--help=true` before any `--`. */
+function wantsHelp(args: readonly string[]): boolean {
+  for (const a of args) {
+    if (a === "--") return false;
+    if (a === "-h" || a === "--help" || a === "--help=true") return true;
+  }
+  return false;
+}
+
+/** Words that are not flags (global flags' values skipped), before any `--`. */
+function positionalsOf(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--") break;
+    if (a.startsWith("-")) {
+      if (VALUE_GLOBALS.has(a)) i++;
+      continue;
+    }
+    out.push(a);
+  }
+  return out;
+}
+
+/** The `--help` text of a command (`completion <shell>` has its own). */
+async function helpFor(name: string, args: readonly string[]): Promise<string> {
+  if (name === "proxy") return (await import("./proxy.ts")).proxyHelp();
+  if (name === "iptables") return (await import("./iptables.ts")).IPTABLES_HELP;
+  if (name === "completion" && (SHELLS as readonly string[]).includes(args[0] ?? "")) {
+    return (await import("./completion.ts")).shellHelp(args[0] as Shell);
+  }
+  return commandHelp(findCommand(name)!);
+}
+
+/** `completion <shell> [--no-descriptions]`; without a shell, the command's help. */
+async function runCompletion(argv: string[], io: CliIO): Promise<number> {
+  const { values, positionals } = parseFlags(argv, [{ name: "no-descriptions", type: "bool", default: false, usage: "" }]);
+  if (positionals.length === 0) {
+    io.out(await commandHelp(COMMAND_TREE.find((c) => c.name === "completion")!));
+    return 0;
+  }
+  const shell = positionals[0]!;
+  if (!(SHELLS as readonly string[]).includes(shell)) throw new CliError(`unknown command "${shell}" for "${PROGRAM} completion"`);
+  if (positionals.length > 1) throw new CliError(`accepts 0 arg(s), received ${positionals.length - 1}`);
+  const { completionScript, completionTable } = await import("./completion.ts");
+  io.out(completionScript(shell as Shell, await completionTable(), !values["no-descriptions"]));
+  return 0;
 }
 
 /** Remove global logging flags (validated) so a subcommand parses only its own flags. */

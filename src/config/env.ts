@@ -38,6 +38,8 @@ export const PROXY_ENV = {
   ISTIO_META_ENABLE_SELF_DISCOVERY: d("ISTIO_META_ENABLE_SELF_DISCOVERY", "bool", false, "envoy", "Add local_cluster to the bootstrap"),
   HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED: d("HTTP_STRIP_FRAGMENT_FROM_PATH_UNSAFE_IF_DISABLED", "bool", true, "envoy", "false adds the runtime flag http_strip_fragment_from_path_unsafe_if_disabled"),
   COMPLIANCE_POLICY: d("COMPLIANCE_POLICY", "string", "", "envoy", "fips-140-2 | fips-140-3 | pqc: restricts TLS versions, ciphers and curves (Envoy and the agent's own TLS to istiod and the CA)"),
+  GODEBUG: d("GODEBUG", "string", "", "envoy", "Set by the injector with fips-140-3; fips140=only without COMPLIANCE_POLICY means COMPLIANCE_POLICY=fips-140-3"),
+  GOMEMLIMIT: d("GOMEMLIMIT", "string", "", "config", "The agent's soft memory cap (bytes, or with B/KiB/MiB/GiB/TiB; off): a full GC runs above 90% of it"),
   ISTIO_DELTA_XDS: d("ISTIO_DELTA_XDS", "bool", true, "envoy", "Envoy uses Delta xDS (DELTA_GRPC) instead of SotW"),
   ISTIO_DUAL_STACK: d("ISTIO_DUAL_STACK", "bool", false, "envoy", "Dual-stack bootstrap (additional localhost/wildcard, lookup family ALL)"),
   ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL: d("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", "bool", false, "envoy", "PROXY protocol on the Envoy health listener"),

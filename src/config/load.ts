@@ -2,6 +2,7 @@
 // ConstructProxyConfig). Pure apart from the injected `files` and `host` readers, so tests drive
 // every layer with tables.
 
+import { compliancePolicyFromGodebug } from "./godebug.ts";
 import { readAll, type EnvMap, type EnvProblem } from "./envdecl.ts";
 import { PROXY_ENV } from "./env.ts";
 import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
@@ -55,6 +56,11 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   const notes: string[] = [];
   const { values: env, problems } = readAll(inputs.env, PROXY_ENV);
   for (const p of problems) warnings.push(describeEnvProblem(p));
+  const implied = compliancePolicyFromGodebug(env.GODEBUG);
+  if (implied && env.COMPLIANCE_POLICY === "") {
+    (env as { COMPLIANCE_POLICY: string }).COMPLIANCE_POLICY = implied;
+    notes.push(`GODEBUG=${env.GODEBUG}: COMPLIANCE_POLICY=${implied} applies`);
+  }
   const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
   if (compliance) warnings.push(compliance);
 

@@ -29,8 +29,10 @@ export interface EnvoyDeps {
   bootstrapPath: string;
   /** JSON for `--config-yaml`; default: the ISTIO_BOOTSTRAP_OVERRIDE file, converted as Istio does. */
   configYaml?: string;
-  /** Files whose change starts a new epoch with ENVOY_HOT_RESTART=true (custom config, mounted certs). */
+  /** Files whose change starts a new epoch with ENVOY_HOT_RESTART=true; default: hotRestartWatchFiles. */
   watchFiles?: string[];
+  /** Workload certificate files mounted into the pod (watched for hot restart). */
+  certificateFiles?: readonly string[];
   /** Reap orphaned zombies; default: the agent is PID 1. */
   reapOrphans?: boolean;
   /** Grace between SIGTERM and SIGKILL when stopping Envoy (default 5s). */
@@ -48,6 +50,15 @@ function durationField(log: Logger, name: string, v: string | undefined, def: nu
     log.warn(`ProxyConfig.${name}: invalid duration "${v}", using ${def}ms`);
     return def;
   }
+}
+
+/**
+ * What ENVOY_HOT_RESTART watches (as the README says: Envoy's config and mounted certificates):
+ * the bootstrap Envoy is started with (the custom config file, or the rendered envoy-rev.json),
+ * the ISTIO_BOOTSTRAP_OVERRIDE file, and the workload certificate files mounted into the pod.
+ */
+export function hotRestartWatchFiles(f: { bootstrapPath: string; overrideFile?: string | undefined; certificateFiles: readonly string[] }): string[] {
+  return [...new Set([f.bootstrapPath, ...(f.overrideFile ? [f.overrideFile] : []), ...f.certificateFiles])];
 }
 
 /** Map the AgentConfig to the supervisor's options. Exposed for tests and `--dry-run` style printing. */
@@ -80,7 +91,8 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   const custom = pc.customConfigFile ? resolve(cfg.root, pc.customConfigFile) : undefined;
   const adminHost = cfg.node.ipMode === "ipv6" ? "::1" : "127.0.0.1";
   const adminPort = pc.proxyAdminPort ?? 15000;
-  const watchFiles = deps.watchFiles ?? (custom ? [custom] : []);
+  const overrideFile = env.ISTIO_BOOTSTRAP_OVERRIDE !== "" ? resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE) : undefined;
+  const watchFiles = deps.watchFiles ?? hotRestartWatchFiles({ bootstrapPath, overrideFile, certificateFiles: (deps.certificateFiles ?? []).map((f) => resolve(cfg.root, f)) });
 
   return {
     log,

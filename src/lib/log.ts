@@ -2,7 +2,7 @@
 //
 // Text format (Istio's pkg/log): `<RFC3339 UTC, microseconds>\t<level>\t[<scope>\t]<message>`; the
 // scope column is omitted for the `default` scope. JSON format: one object per line with
-// `time`, `level`, `scope`, `msg` and any structured fields.
+// `time`, `level`, `scope` (left out for the `default` scope, as Istio's), `msg` and any fields.
 //
 // Levels are per scope (`--log_output_level=default:info,xdsproxy:debug`; `all:<level>` or a bare
 // level applies to every scope). Nothing here knows about secrets: callers redact before logging
@@ -100,7 +100,8 @@ export class LogSink {
     const ts = formatTimestamp(this.now());
     const caller = this.callers.has(scope) || this.callers.has("all") ? callSite() : undefined;
     if (this.json) {
-      const obj: Record<string, unknown> = { level, time: ts, scope, msg };
+      // Istio's pkg/log gives the default scope no logger name, so its JSON carries no "scope".
+      const obj: Record<string, unknown> = scope === "default" ? { level, time: ts, msg } : { level, time: ts, scope, msg };
       if (caller) obj.caller = caller;
       if (fields) for (const [k, v] of Object.entries(fields)) obj[k] = v instanceof Error ? v.message : v;
       this.write(JSON.stringify(obj));

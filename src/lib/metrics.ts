@@ -31,10 +31,10 @@ export function newRegistry(opts: { processMetrics?: boolean } = {}): Registry {
   return r;
 }
 
-/** The process/runtime collectors (`istio_agent_process_*`, heap, event loop lag...). */
+/** The process collectors (`istio_agent_process_*`) and Bun's runtime gauges (`istio_agent_bun_*`). */
 export async function addProcessMetrics(reg: Registry): Promise<void> {
-  const { default: collectDefaultMetrics } = await import("prom-client/lib/defaultMetrics");
-  collectDefaultMetrics({ register: reg, prefix: METRIC_PREFIX });
+  const { addRuntimeMetrics } = await import("./runtime-metrics.ts");
+  await addRuntimeMetrics(reg, typeof Bun !== "undefined" ? Bun.version : "unknown");
 }
 
 /** Get-or-create, so two components sharing a metric name share the series. */

@@ -15,6 +15,7 @@ import type { Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
+import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
@@ -103,7 +104,7 @@ export class SecretManager implements Component, TrustBundleSink {
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
     if (this.mode) {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
-      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock });
+      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
       await this.server.start();
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
@@ -129,6 +130,7 @@ export class SecretManager implements Component, TrustBundleSink {
     switch (s.kind) {
       case "none":
         log.info(`no CA client: ${s.why}`);
+        log.info("Workload is using file mounted certificates. Skipping connecting to CA");
         return undefined;
       case "local": {
         // A root from files is checked at start (a bad directory stops the agent); a generated
@@ -146,6 +148,11 @@ export class SecretManager implements Component, TrustBundleSink {
         }
         const retries = this.metrics.outgoingRetries;
         const random = this.deps.random;
+        // Istio's lines (pkg/istio-agent agent.go, plugins.go), then ours with the details.
+        log.info(`CA Endpoint ${s.ca.address}, provider Citadel`);
+        if (!s.ca.tls) log.warn("Debug mode or IP-secure network");
+        else if (s.ca.rootCertPath === "SYSTEM" || !s.ca.rootCertPath) log.info(`Using CA ${s.ca.address} cert with system certs`);
+        else log.info(`Using CA ${s.ca.address} cert with certs: ${s.ca.rootCertPath}`);
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
         return lazySigner("istiod", async () => {
           const { IstioCaClient } = await import("../ca/client.ts");

@@ -18,6 +18,7 @@ import { SdsError } from "./errors.ts";
 import type { SdsCodec } from "./proto.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 import { randomUUID } from "node:crypto";
+import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 
 export const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
 
@@ -34,6 +35,8 @@ export interface SdsServerDeps {
   log: Logger;
   secrets: SecretSource & { onUpdate(fn: (name: string) => void): () => void };
   clock: Clock;
+  /** Istio's pilot_xds_* metrics (NACKs, stale nonces, send time). */
+  xdsMetrics?: PilotXdsMetrics;
 }
 
 const pass = (b: Buffer) => b;
@@ -165,6 +168,7 @@ export class SdsServer {
       log: this.deps.log,
       clock: this.deps.clock,
       nextVersion: () => `${new Date(this.deps.clock.now()).toISOString().replace(/\.\d+Z$/, "Z")}/${++this.counter}`,
+      ...(this.deps.xdsMetrics ? { xdsMetrics: this.deps.xdsMetrics } : {}),
     };
   }
 

@@ -10,6 +10,7 @@ import { toResource, type SecretItem } from "./item.ts";
 import type { DeltaDiscoveryRequest, DeltaResource, DiscoveryRequest, SdsCodec, SecretResource } from "./proto.ts";
 import { parseResourceName } from "./resources.ts";
 import { sotwDecide } from "./sotw.ts";
+import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 
 export interface SecretSource {
   get(name: string): Promise<SecretItem>;
@@ -29,6 +30,8 @@ export interface StreamCtx {
   clock: Clock;
   /** Monotonic counter shared by the server for version_info. */
   nextVersion: () => string;
+  /** Istio's pilot_xds_* metrics for this server (type "sds"). */
+  xdsMetrics?: PilotXdsMetrics;
 }
 
 export async function resourcesFor(ctx: StreamCtx, names: string[]): Promise<SecretResource[]> {
@@ -64,12 +67,14 @@ export class SotwStream {
     this.watched = d.watched;
     switch (d.action) {
       case "nack":
+        this.ctx.xdsMetrics?.totalRejects.inc({ type: "sds" });
         this.ctx.log.warn(`SDS: Envoy rejected ${[...this.watched].join(",")}: ${(req.errorDetail as { message?: string }).message ?? ""}`, { conn: this.id });
         return;
       case "unsubscribe":
         this.ctx.log.debug("SDS: client unsubscribed", { conn: this.id });
         return;
       case "ignore":
+        if (d.reason === "stale nonce") this.ctx.xdsMetrics?.expiredNonce.inc({ type: "sds" });
         this.ctx.log.debug(`SDS: request ignored (${d.reason})`, { conn: this.id });
         return;
       case "respond":
@@ -89,7 +94,10 @@ export class SotwStream {
         if (this.dead) return;
         const nonce = randomUUID();
         this.lastNonce = nonce;
-        this.io.send(this.ctx.codec.encodeResponse({ versionInfo: this.ctx.nextVersion(), nonce, resources }));
+        const frame = this.ctx.codec.encodeResponse({ versionInfo: this.ctx.nextVersion(), nonce, resources });
+        const sent = this.ctx.clock.now();
+        this.io.send(frame);
+        this.ctx.xdsMetrics?.sendTime.observe((this.ctx.clock.now() - sent) / 1000);
         this.ctx.log.debug(`SDS: pushed ${names.join(",")}`, { conn: this.id });
       } catch (e) {
         this.dead = true;

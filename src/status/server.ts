@@ -5,7 +5,8 @@
 //   /app-health/<c>/{livez,readyz,startupz}, /app-lifecycle/<c>/{prestopz,poststartz}   app probes
 //   POST /quitquitquit, POST /drain    loopback only
 //   /debug/ndsz                        loopback only; the DNS proxy's name table
-//   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: memz
+//   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: every
+//                                      /debug/pprof path answers 501 pointing at /debug/memz, which
 //                                      reports process memory and JavaScript heap statistics)
 
 import type { Server } from "bun";
@@ -14,6 +15,7 @@ import type { Component } from "../lib/component.ts";
 import type { HealthReporter, LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { gauge } from "../lib/metrics.ts";
+import { formatGoDuration } from "../lib/duration.ts";
 import type { Readiness } from "../lib/readiness.ts";
 import { AppProbeHandler } from "./apphandler.ts";
 import { parseAppProbers } from "./appprobers.ts";
@@ -203,7 +205,7 @@ export class StatusServer implements Component {
       if (path === "/quitquitquit" || path === "/drain") return await this.lifecycle(path, req, remote);
       if (path.startsWith("/app-health/") || path.startsWith("/app-lifecycle/")) return await this.apps.handle(path, req);
       if (path === "/debug/ndsz") return this.ndsz(req, remote);
-      if (this.opts.profiling && (path === "/debug/memz" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
+      if (this.opts.profiling && (path === "/debug/memz" || path === "/debug/pprof" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
       return text(404, "404 page not found");
     } catch (e) {
       this.log.error(`${req.method} ${path}: ${errorMessage(e)}`);
@@ -217,7 +219,9 @@ export class StatusServer implements Component {
       if (!this.everReady) {
         this.everReady = true;
         const start = this.opts.processStartMs ?? performance.timeOrigin;
-        this.startup.set(((this.opts.now ?? Date.now)() - start) / 1000);
+        const elapsedMs = (this.opts.now ?? Date.now)() - start;
+        this.startup.set(elapsedMs / 1000);
+        this.log.info(`Readiness succeeded in ${formatGoDuration(elapsedMs)}`);
       }
       if (this.lastReady !== "") this.log.info("Envoy proxy is ready");
       this.lastReady = "";
@@ -254,7 +258,7 @@ export class StatusServer implements Component {
   private async debug(path: string, req: Request, remote: string | undefined): Promise<Response> {
     if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
     if (path !== "/debug/memz") {
-      return text(404, "Go pprof profiles do not exist in this agent (it runs on Bun). /debug/memz reports process memory and JavaScript heap statistics.\n");
+      return text(501, `${path}: not available in this build (Go pprof profiles do not exist in an agent that runs on Bun); use /debug/memz for process memory and JavaScript heap statistics\n`);
     }
     const { heapStats } = await import("bun:jsc");
     const h = heapStats();

@@ -1,6 +1,7 @@
 // The xDS proxy's metrics, Istio's names (reference §6) plus bytes relayed and rejected peers.
 
 import { counter, type Counter, type Registry } from "../lib/metrics.ts";
+import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 
 export interface XdsMetrics {
@@ -14,6 +15,8 @@ export interface XdsMetrics {
   bytesUpstream: { inc(n: number): void };
   bytesDownstream: { inc(n: number): void };
   rejectedPeers: Counter;
+  /** istio_agent_pilot_xds_recv_max: the largest request Envoy sent on the XDS socket. */
+  recvMax: { record(bytes: number): void };
 }
 
 export function xdsMetrics(reg: Registry): XdsMetrics {
@@ -28,6 +31,7 @@ export function xdsMetrics(reg: Registry): XdsMetrics {
     bytesUpstream: bytes.labels({ direction: "upstream" }),
     bytesDownstream: bytes.labels({ direction: "downstream" }),
     rejectedPeers: counter(reg, "istio_agent_xds_rejected_peers", "Connections on the XDS socket refused by the SO_PEERCRED check (XDS_AUTHORIZED_UIDS)"),
+    recvMax: pilotXdsMetrics(reg).recvMax,
   };
 }
 

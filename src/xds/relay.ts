@@ -170,6 +170,7 @@ export class StreamRelay {
       this.close({ code: Code.RESOURCE_EXHAUSTED, message: `request of ${length} bytes exceeds the limit of ${this.o.maxRequestBytes} (ISTIO_GPRC_MAXRECVMSGSIZE)` });
       return;
     }
+    this.o.metrics.recvMax.record(length);
     this.reqBuf = new MessageBuffer(length);
   }
 

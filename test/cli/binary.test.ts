@@ -17,11 +17,11 @@ function run(args: string[], env: Record<string, string> = {}) {
 }
 
 describe("compiled agent", () => {
-  test("version --short prints the package version", () => {
+  test("version --short prints the package version in Istio's shape", () => {
     const pkg = JSON.parse(readFileSync(join(import.meta.dir, "../../package.json"), "utf8"));
     const r = run(["version", "--short"]);
     expect(r.code).toBe(0);
-    expect(r.out.trim()).toBe(pkg.version);
+    expect(r.out).toBe(`client version: ${pkg.version}\n`);
   });
 
   test("version -o json carries the git commit baked in at build time", () => {

@@ -162,3 +162,16 @@ describe("node identity", () => {
     expect(config.node.ipMode).toBe("dual");
   });
 });
+
+describe("GODEBUG=fips140=only", () => {
+  test("GODEBUG=fips140=only is treated as COMPLIANCE_POLICY=fips-140-3", () => {
+    const { config, notes } = loadAgentConfig(inputs({ env: { GODEBUG: "http2client=0,fips140=only" } }));
+    expect(config.env.COMPLIANCE_POLICY).toBe("fips-140-3");
+    expect(notes).toContain("GODEBUG=http2client=0,fips140=only: COMPLIANCE_POLICY=fips-140-3 applies");
+  });
+
+  test("an explicit COMPLIANCE_POLICY wins; other GODEBUG settings imply nothing", () => {
+    expect(loadAgentConfig(inputs({ env: { GODEBUG: "fips140=only", COMPLIANCE_POLICY: "fips-140-2" } })).config.env.COMPLIANCE_POLICY).toBe("fips-140-2");
+    expect(loadAgentConfig(inputs({ env: { GODEBUG: "fips140=on" } })).config.env.COMPLIANCE_POLICY).toBe("");
+  });
+});

@@ -62,7 +62,18 @@ export interface Mesh {
   cleanup(): Promise<void>;
 }
 
-export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {}): Promise<Mesh> {
+export interface MeshOptions {
+  env?: Record<string, string>;
+  /** Env that needs the fake CA's address (applied last). */
+  envFor?: (m: { caAddress: string }) => Record<string, string>;
+  proxyConfig?: Record<string, unknown>;
+  /** The agent's arguments (default: proxy sidecar). */
+  args?: string[];
+  /** More files for the pod's root. */
+  files?: Record<string, string>;
+}
+
+export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOptions = {}): Promise<Mesh> {
   const work = mkdtempSync(join(tmpdir(), "agent-e2e-mesh-"));
   const pki = makeTestPki(join(work, "pki"));
   const xds = new LiveXds(table);
@@ -77,9 +88,10 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: { env?:
   let pod: Pod | undefined;
   try {
     pod = await startPod({
-      env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env },
+      env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env, ...opts.envFor?.({ caAddress: ca.address }) },
+      ...(opts.args ? { args: opts.args } : {}),
       proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, binaryPath: launcher, terminationDrainDuration: "1s", drainDuration: "2s", ...opts.proxyConfig },
-      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, "var/run/secrets/tokens/istio-token": TOKEN },
+      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, "var/run/secrets/tokens/istio-token": TOKEN, ...opts.files },
     });
   } catch (e) {
     relay.close();

@@ -32,6 +32,8 @@ export interface PodOptions {
   proxyConfig?: Record<string, unknown>;
   /** Files to write (relative to the root) before the agent starts. */
   files?: Record<string, string>;
+  /** The agent's arguments (default: proxy sidecar). */
+  args?: string[];
 }
 
 /** Injector-like env for pod `greeter-client-0` in namespace `demo`, service account `greeter-client`. */
@@ -54,7 +56,7 @@ export async function startPod(opts: PodOptions = {}): Promise<Pod> {
     PROXY_CONFIG: JSON.stringify(proxyConfig),
     ...opts.env,
   };
-  const agent = start(box.bin, ["proxy", "sidecar"], { cwd: box.dir, env });
+  const agent = start(box.bin, opts.args ?? ["proxy", "sidecar"], { cwd: box.dir, env });
   return {
     box,
     agent,

@@ -87,7 +87,7 @@ test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, o
   expect(o.env.GRPC_SSL_CIPHER_SUITES).toContain("ECDHE-ECDSA-AES128-GCM-SHA256");
   expect(o.drainPlan).toMatchObject({ mode: "zero-connections", inboundOnly: false, minimumDrainMs: 7000, terminationDrainMs: 9000 });
   expect(o.restart.mode).toBe("on-failure");
-  expect(o.hotRestart).toEqual({ watchFiles: [custom], parentShutdownS: 35 });
+  expect(o.hotRestart).toEqual({ watchFiles: [custom, override], parentShutdownS: 35 });
   expect(o.cleanupFiles).toEqual([]); // never delete the user's custom config
   expect((o.admin as HttpEnvoyAdmin).base).toBe("http://[::1]:15555");
   expect(envoyArgs(o.args)).toEqual([
@@ -130,4 +130,17 @@ test("createEnvoySupervisor returns an idle Component with LifecycleControl", ()
   expect(typeof sup.quit).toBe("function");
   expect(typeof sup.drain).toBe("function");
   expect(sup.exited).toBeInstanceOf(Promise);
+});
+
+test("hot-restart epochs trigger on mounted certificate files and the bootstrap, not only a custom config file", () => {
+  const o = envoyOptionsFromConfig(config({ ENVOY_HOT_RESTART: "true" }), {
+    ...deps(),
+    certificateFiles: ["./etc/certs/cert-chain.pem", "./etc/certs/key.pem", "./etc/certs/root-cert.pem"],
+  });
+  expect(o.hotRestart?.watchFiles).toEqual([
+    join(root, "etc/istio/proxy/envoy-rev.json"),
+    join(root, "etc/certs/cert-chain.pem"),
+    join(root, "etc/certs/key.pem"),
+    join(root, "etc/certs/root-cert.pem"),
+  ]);
 });

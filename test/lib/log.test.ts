@@ -27,6 +27,12 @@ describe("log format", () => {
     expect(JSON.parse(lines[0]!)).toEqual({ level: "warn", time: "2026-11-21T10:11:12.345000Z", scope: "sds", msg: "rotation failed", err: "boom" });
   });
 
+  test("JSON logs leave out the scope for the default scope (as Istio's pkg/log)", () => {
+    const { s, lines } = sink({ json: true });
+    s.logger().info("Starting proxy agent");
+    expect(lines[0]).toBe('{"level":"info","time":"2026-11-21T10:11:12.345000Z","msg":"Starting proxy agent"}');
+  });
+
   test("per-scope levels filter", () => {
     const { s, lines } = sink({ levels: "default:warn,dns:debug" });
     s.logger().info("dropped");

@@ -9,6 +9,8 @@ import * as protoLoader from "@grpc/proto-loader";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { PeerAuthorizer } from "../../src/lib/peerauth.ts";
+import { newRegistry } from "../../src/lib/metrics.ts";
+import { pilotXdsMetrics } from "../../src/lib/pilot-xds-metrics.ts";
 import { sdsCodec, SECRET_TYPE_URL } from "../../src/sds/proto.ts";
 import { SdsServer, SDS_SERVICE } from "../../src/sds/server.ts";
 import { until } from "./fake-clock.ts";
@@ -138,6 +140,39 @@ describe("StreamSecrets (SotW, Istio semantics)", () => {
     expect(Buffer.from(decoded.tlsCertificate.certificateChain.inlineBytes).toString()).toContain("BEGIN CERTIFICATE");
     expect(Buffer.from(decoded.tlsCertificate.privateKey.inlineBytes).toString()).toContain("PRIVATE KEY");
     s.end();
+  });
+});
+
+describe("Istio's pilot_xds metrics on the SDS server", () => {
+  test("istio_agent_pilot_xds_send_time, _expired_nonce{type=sds}, istio_agent_pilot_total_xds_rejects{type=sds}", async () => {
+    const registry = newRegistry();
+    const sock = join(r.dir, "uds-metrics", "socket");
+    const own = new SdsServer({ socketPath: sock, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0) }, { log: r.log.log, secrets: r.cache, clock: r.clock, xdsMetrics: pilotXdsMetrics(registry) });
+    await own.start();
+    const c = new grpc.Client(`unix://${sock}`, grpc.credentials.createInsecure());
+    try {
+      const call = c.makeBidiStreamRequest(`/${SDS_SERVICE}/StreamSecrets`, pass, pass);
+      const got: Res[] = [];
+      call.on("data", (b: Buffer) => got.push(codec.decodeResponse(b)));
+      call.on("error", () => {});
+      const send = (names: string[], nonce = "", error?: string) =>
+        call.write(codec.encodeRequest({ typeUrl: SECRET_TYPE_URL, resourceNames: names, responseNonce: nonce, ...(error ? { errorDetail: { code: 13, message: error } } : {}) }));
+      send(["default"]);
+      await until(() => got.length === 1, "first response");
+      send(["default"], "stale-nonce");
+      send(["default"], got[0]!.nonce, "bad cert");
+      // Sentinel: a later added name is answered, so both earlier requests were handled.
+      send(["default", "ROOTCA"], got[0]!.nonce);
+      await until(() => got.length === 2, "added-name response");
+      const text = await registry.metrics();
+      expect(text).toContain('istio_agent_pilot_xds_expired_nonce{type="sds"} 1\n');
+      expect(text).toContain('istio_agent_pilot_total_xds_rejects{type="sds"} 1\n');
+      expect(text).toContain("istio_agent_pilot_xds_send_time_count 2\n");
+      call.end();
+    } finally {
+      c.close();
+      await own.close();
+    }
   });
 });
 

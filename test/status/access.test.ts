@@ -153,11 +153,23 @@ describe("/debug endpoints", () => {
     expect(body.memory.rss).toBeGreaterThan(0);
     expect(body.heap.heapSize).toBeGreaterThan(0);
     expect((await on.handle(new Request("http://x/debug/memz"), "10.0.0.1")).status).toBe(403);
-    const pprof = await on.handle(new Request("http://x/debug/pprof/heap"), "127.0.0.1");
-    expect(pprof.status).toBe(404);
-    expect(await pprof.text()).toContain("/debug/memz");
     const off = new StatusServer({ port: 0, log: silentLogger(), registry: newRegistry(), probeDestination: "127.0.0.1", profiling: false });
     expect((await off.handle(new Request("http://x/debug/memz"), "127.0.0.1")).status).toBe(404);
+  });
+
+  test("/debug/pprof/* answers not available in this build; use /debug/memz (not a bare 404)", async () => {
+    const on = new StatusServer({ port: 0, log: silentLogger(), registry: newRegistry(), probeDestination: "127.0.0.1", profiling: true });
+    for (const p of ["/debug/pprof", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile"]) {
+      const r = await on.handle(new Request(`http://x${p}?seconds=1`), "127.0.0.1");
+      expect([p, r.status]).toEqual([p, 501]);
+      const body = await r.text();
+      expect(body).toContain("not available in this build");
+      expect(body).toContain("use /debug/memz");
+    }
+    expect((await on.handle(new Request("http://x/debug/pprof/heap"), "10.0.0.1")).status).toBe(403);
+    // --profiling=false: Istio registers no pprof handler at all, so a plain 404.
+    const off = new StatusServer({ port: 0, log: silentLogger(), registry: newRegistry(), probeDestination: "127.0.0.1", profiling: false });
+    expect((await off.handle(new Request("http://x/debug/pprof/heap"), "127.0.0.1")).status).toBe(404);
   });
 
   test("unknown path: 404", async () => {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import parse, { type ParsedFamily } from "parse-prometheus-text-format";
 import { gunzipSync } from "node:zlib";
 import { memoryLogger } from "../../src/lib/log.ts";
-import { counter, newRegistry } from "../../src/lib/metrics.ts";
+import { addProcessMetrics, counter, newRegistry } from "../../src/lib/metrics.ts";
 import { FMT_OPENMETRICS_0_0_1, FMT_OPENMETRICS_1_0_0, FMT_TEXT } from "../../src/status/negotiate.ts";
 import { StatusServer, type StatusServerOptions } from "../../src/status/server.ts";
 import { closedPort, startFakeEnvoyAdmin, startHttpApp } from "../support/status-apps.ts";
@@ -31,7 +31,9 @@ afterEach(async () => {
 async function setup(opts: { annotations?: string; envoyPage?: string | (() => ReadableStream<Uint8Array>); envoyPort?: number; merge?: boolean; extra?: Partial<StatusServerOptions> } = {}) {
   const envoy = startFakeEnvoyAdmin({ prometheus: opts.envoyPage ?? ENVOY_PAGE });
   cleanups.push(envoy.close);
-  const registry = newRegistry({ processMetrics: true });
+  const registry = newRegistry();
+  await addProcessMetrics(registry); // awaited: the process collectors load asynchronously
+
   counter(registry, "istio_agent_pilot_xds_total", "test counter").inc(3);
   const logs = memoryLogger();
   const s = new StatusServer({
@@ -88,7 +90,7 @@ describe("merged scrape", () => {
     const f = families(r.body);
     expect(value(f, "istio_agent_pilot_xds_total")).toBe("3");
     expect(value(f, "istio_agent_scrapes_total")).toBe("1");
-    expect(f.has("istio_agent_process_cpu_user_seconds_total")).toBe(true);
+    expect(f.has("istio_agent_process_cpu_seconds_total")).toBe(true);
     expect(value(f, "envoy_cluster_upstream_rq_total")).toBe("42");
     expect(r.body.indexOf("istio_agent_scrapes_total")).toBeLessThan(r.body.indexOf("envoy_server_live"));
     expect(envoy.state.queries.at(-1)).toBe("prometheus?usedonly&filter=envoy_server|accept=text/plain;version=0.0.4;q=0.1");
