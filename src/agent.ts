@@ -23,7 +23,8 @@ import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
-import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
+import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 
 export interface AgentDeps {
@@ -60,7 +61,8 @@ export class Agent {
   readonly done: Promise<number>;
   dns?: DnsProxy;
   secrets?: SecretManager;
-  upstream?: UpstreamSide;
+  /** The xDS relay; also where VM health transitions go. */
+  xds?: XdsProxy;
   envoy?: EnvoyComponent;
   private readonly components: Component[] = [];
   private readonly log: Logger;
@@ -159,7 +161,15 @@ export class Agent {
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
       this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart });
-      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart });
+      // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
+      // file-backed server (whose code is imported only then).
+      const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
+      // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.
+      const wasm = wasmFromConfig(cfg, { sink, registry: this.registry, now: this.now });
+      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(local ? { upstream: local.upstream } : {}), ...(wasm ? { ecds: wasm.hook } : {}) }));
+      // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
+      const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
+      sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const status =
@@ -169,7 +179,7 @@ export class Agent {
               ...common,
               lifecycle,
               ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
-              health: this.upstream.health,
+              health: xds,
               envoyEnabled,
               shutdown: signal,
             })
@@ -181,7 +191,7 @@ export class Agent {
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], this.upstream.components, [tracer]];
+      const chains = [[status], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {

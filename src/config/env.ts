@@ -87,6 +87,13 @@ export const PROXY_ENV = {
   ISTIO_GPRC_MAXSTREAMS: d("ISTIO_GPRC_MAXSTREAMS", "int", 100000, "xds", "Max concurrent streams on the agent's gRPC servers", { range: { min: 1, max: 2147483647 } }),
   ISTIO_GPRC_MAXRECVMSGSIZE: d("ISTIO_GPRC_MAXRECVMSGSIZE", "int", 4194304, "xds", "Max message size received from Envoy", { range: { min: 1, max: 2147483647 } }),
   ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: d("ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION", "bool", true, "xds", "Rewrite remote Wasm ECDS resources to local files"),
+  WASM_INSECURE_REGISTRIES: d("WASM_INSECURE_REGISTRIES", "string", "", "wasm", "Registries (host[:port], comma-separated, * = all) whose TLS certificates are not verified for Wasm pulls"),
+  WASM_MODULE_EXPIRY: d("WASM_MODULE_EXPIRY", "duration", 86_400_000, "wasm", "Cached Wasm modules untouched this long are removed", { range: { min: 1, max: 31_536_000_000 } }),
+  WASM_PURGE_INTERVAL: d("WASM_PURGE_INTERVAL", "duration", 3_600_000, "wasm", "How often expired Wasm modules are removed", { range: { min: 1000, max: 31_536_000_000 } }),
+  WASM_HTTP_REQUEST_TIMEOUT: d("WASM_HTTP_REQUEST_TIMEOUT", "duration", 15_000, "wasm", "Timeout of one HTTP(S) request for a Wasm module", { range: { min: 1, max: 86_400_000 } }),
+  WASM_HTTP_REQUEST_MAX_RETRIES: d("WASM_HTTP_REQUEST_MAX_RETRIES", "int", 5, "wasm", "Attempts at an HTTP(S) Wasm download before giving up", { range: { min: 1, max: 100 } }),
+  BLOCKED_CIDRS_IN_WASM_FETCH: d("BLOCKED_CIDRS_IN_WASM_FETCH", "string", "", "wasm", "CIDRs (comma-separated) Wasm modules may not be fetched from, checked after resolution and on redirects; link-local and cloud metadata addresses always are"),
+  ISTIO_WASM_MAX_BINARY_SIZE_BYTES: d("ISTIO_WASM_MAX_BINARY_SIZE_BYTES", "int", 268_435_456, "wasm", "Largest Wasm module (or layer) downloaded", { range: { min: 8, max: 4_294_967_296 } }),
   LOCAL_XDS_PATH: d("LOCAL_XDS_PATH", "string", "", "xds", "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod"),
 
   // DNS
