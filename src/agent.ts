@@ -23,8 +23,11 @@ import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
-import { createUpstreamSide, type UpstreamSide } from "./agent-upstream.ts";
+import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
+import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
+import type { PlatformInfo } from "./config/metadata.ts";
+import type { PlatformDeps } from "./platform/types.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -34,6 +37,8 @@ export interface AgentDeps {
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
   uptimeMs?: () => number;
+  /** Edges of platform discovery (tests); the real HTTP, DNS and files when absent. */
+  platformDeps?: PlatformDeps;
   /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
   memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
@@ -60,7 +65,8 @@ export class Agent {
   readonly done: Promise<number>;
   dns?: DnsProxy;
   secrets?: SecretManager;
-  upstream?: UpstreamSide;
+  /** The xDS relay; also where VM health transitions go. */
+  xds?: XdsProxy;
   envoy?: EnvoyComponent;
   private readonly components: Component[] = [];
   private readonly log: Logger;
@@ -152,14 +158,28 @@ export class Agent {
       { once: true },
     );
 
+    // Istio discovers the platform before anything starts; here it runs beside the other start
+    // steps and only the bootstraps (node metadata, locality) wait for it.
+    const platformWait = this.discoverPlatform();
     try {
       const afterStart = this.afterStart;
       if (dnsProxyEnabled(cfg)) {
         const { createDnsProxy } = await import("./dns/factory.ts");
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart });
-      this.upstream = await createUpstreamSide(cfg, { sink, ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, afterStart });
+      // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
+      // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
+      // file-backed server (whose code is imported only then).
+      const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
+      // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.
+      const wasm = wasmFromConfig(cfg, { sink, registry: this.registry, now: this.now });
+      const upstream = local ? local.upstream : tokens ? (await import("./credentials/upstream.ts")).tokenFirstIstiodUpstream(cfg, tokens, sink.logger("xdsproxy")) : undefined;
+      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(upstream ? { upstream } : {}), ...(wasm ? { ecds: wasm.hook } : {}) }));
+      // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
+      const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
+      sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const status =
@@ -169,7 +189,7 @@ export class Agent {
               ...common,
               lifecycle,
               ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
-              health: this.upstream.health,
+              health: xds,
               envoyEnabled,
               shutdown: signal,
             })
@@ -181,7 +201,7 @@ export class Agent {
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], this.upstream.components, [tracer]];
+      const chains = [[status], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {
@@ -200,7 +220,9 @@ export class Agent {
       const sdsMode = this.secrets.mode;
       const credentialSocketExists = await detectCredentialSocket(cfg.root);
       if (credentialSocketExists) this.log.info("Credential SDS socket found");
-      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists };
+      const platform = await platformWait;
+      step("platform");
+      const ctx = { customCredentialsFileExists: sdsMode?.kind === "files-only", credentialSocketExists, platform };
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
@@ -241,6 +263,22 @@ export class Agent {
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
     this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+  }
+
+  /** The platform's node facts (PLATFORM_METADATA, locality, instance labels); Unknown on any failure. */
+  private async discoverPlatform(): Promise<PlatformInfo> {
+    const log = this.deps.sink.logger("platform");
+    try {
+      const { discoverAgentPlatform } = await import("./platform/index.ts");
+      const found = await discoverAgentPlatform(this.config, log, this.deps.platformDeps);
+      const md = found.info.metadata ?? {};
+      const loc = found.info.locality;
+      log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
+      return found.info;
+    } catch (e) {
+      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
+    }
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */

@@ -25,7 +25,7 @@ export interface NodeContext {
   customCredentialsFileExists?: boolean;
   /** Root certificate path used for the istiod connection (XDS_ROOT_CA resolved); not serialized. */
   xdsRootCert?: string;
-  /** Platform facts; none here (CLOUD_PLATFORM probing is not implemented). */
+  /** Platform facts from src/platform (PLATFORM_METADATA, locality, instance labels). */
   platform?: PlatformInfo;
 }
 

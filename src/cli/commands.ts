@@ -3,7 +3,7 @@
 // and the shell completion scripts. Commands' code is not imported here (only their flag lists),
 // so rendering help stays cheap.
 
-import { formatFlagHelp, type FlagSpec } from "./flags.ts";
+import { formatFlagHelp, type FlagSpec } from "../lib/flags.ts";
 import { GLOBAL_FLAGS } from "./global.ts";
 
 export const PROGRAM = "agent";

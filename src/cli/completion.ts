@@ -6,7 +6,7 @@
 
 import { COMMAND_TREE, HELP_FLAG, PROGRAM, type Shell } from "./commands.ts";
 import { GLOBAL_FLAGS } from "./global.ts";
-import type { FlagSpec } from "./flags.ts";
+import type { FlagSpec } from "../lib/flags.ts";
 
 export const COMPLETED_NAMES = [PROGRAM, "pilot-agent"] as const;
 

@@ -1,7 +1,7 @@
 // Root persistent flags of pilot-agent (pkg/log/options.go): logging. They are accepted before or
 // after the subcommand, as cobra does.
 
-import type { FlagSpec, ParsedFlags } from "./flags.ts";
+import type { FlagSpec, ParsedFlags } from "../lib/flags.ts";
 import { LogSink, parseScopedLevels } from "../lib/log.ts";
 import { appendFileSync } from "node:fs";
 import { CliError } from "./io.ts";

@@ -5,7 +5,7 @@
 import { writeFileSync } from "node:fs";
 import type { EnvMap } from "../config/envdecl.ts";
 import { formatEnvHelp } from "../config/envdecl.ts";
-import { FlagError, formatFlagHelp } from "./flags.ts";
+import { FlagError, formatFlagHelp } from "../lib/flags.ts";
 import { LogConfigError, LogSink } from "../lib/log.ts";
 import { CaptureError, runCapture } from "../iptables/capture.ts";
 import { CaptureConfigError, fillFromEnvironment, validateCaptureConfig, type CaptureConfig, type CaptureHost } from "../iptables/config.ts";

@@ -6,7 +6,7 @@ import { lookup } from "node:dns/promises";
 import { existsSync } from "node:fs";
 import { networkInterfaces, cpus } from "node:os";
 import { resolve } from "node:path";
-import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "./flags.ts";
+import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "../lib/flags.ts";
 import { GLOBAL_FLAGS, logSinkFromFlags } from "./global.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { loadAgentConfig, ConfigError, PROXY_TYPES } from "../config/load.ts";

@@ -4,7 +4,7 @@
 // followed by a newline, as Go's fmt.Println does: istioctl parses that output. Fails when the
 // status is > 399 and not 404.
 
-import { parseFlags, type FlagSpec } from "./flags.ts";
+import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { localRequest, type LocalRequest, type LocalResponse } from "./localhttp.ts";
 

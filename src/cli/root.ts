@@ -5,7 +5,7 @@
 // Each command's module is imported only when that command runs: `agent proxy` does not pay for
 // evaluating iptables', wait's or version's code (and their dependencies) before it starts.
 
-import { parseFlags, FlagError } from "./flags.ts";
+import { parseFlags, FlagError } from "../lib/flags.ts";
 import { GLOBAL_FLAGS, logSinkFromFlags } from "./global.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { COMMAND_TREE, PROGRAM, SHELLS, commandHelp, findCommand, rootHelp, type Shell } from "./commands.ts";

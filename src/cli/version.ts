@@ -8,7 +8,7 @@
 // under a name of our own.
 
 import { stringify } from "yaml";
-import { parseFlags, type FlagSpec } from "./flags.ts";
+import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { buildInfo, type BuildInfo } from "../version.ts";
 

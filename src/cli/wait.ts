@@ -2,7 +2,7 @@
 // uses it as a postStart hook with holdApplicationUntilProxyStarts). The first attempt is made
 // after one period, as Istio does.
 
-import { parseFlags, type FlagSpec } from "./flags.ts";
+import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import type { Logger } from "../lib/log.ts";
 import { sleep } from "../lib/component.ts";

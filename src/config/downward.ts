@@ -3,7 +3,7 @@
 // skipped; a value that is not a valid Go quoted string is an error naming the line, like Istio's
 // ParseDownwardAPI.
 
-import { goQuote, goUnquote, QuoteError } from "../bootstrap/gotemplate/strconv.ts";
+import { goQuote, goUnquote, QuoteError } from "../lib/strconv.ts";
 
 export const POD_LABELS_PATH = "./etc/istio/pod/labels";
 export const POD_ANNOTATIONS_PATH = "./etc/istio/pod/annotations";

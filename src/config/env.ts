@@ -19,7 +19,13 @@ export const PROXY_ENV = {
   // Proxy config
   PROXY_CONFIG: d("PROXY_CONFIG", "string", "", "config", "ProxyConfig (YAML or JSON) layered over the mesh config's defaultConfig"),
   ISTIO_CPU_LIMIT: d("ISTIO_CPU_LIMIT", "int", 0, "config", "CPU limit; sets Envoy concurrency when ProxyConfig leaves it unset", { range: { min: 0 } }),
-  CLOUD_PLATFORM: d("CLOUD_PLATFORM", "string", "", "config", "aws|azure|gcp|none; skips platform probing (only 'none' is probed-free here)"),
+
+  // Cloud platform (src/platform/)
+  CLOUD_PLATFORM: d("CLOUD_PLATFORM", "string", "", "platform", "aws|azure|gcp|none: the platform, instead of probing GCP, AWS and Azure (5s budget)"),
+  GCP_METADATA: d("GCP_METADATA", "string", "", "platform", "PROJECT_ID|PROJECT_NUMBER|CLUSTER_NAME|CLUSTER_ZONE: static GCP metadata; the metadata server is not asked"),
+  GCP_QUOTA_PROJECT: d("GCP_QUOTA_PROJECT", "string", "", "platform", "gcp_quota_project platform metadata (with GCP_METADATA)"),
+  GCP_ZONE: d("GCP_ZONE", "string", "", "platform", "gcp_zone platform metadata and the locality zone (with GCP_METADATA)"),
+  GCE_METADATA_HOST: d("GCE_METADATA_HOST", "string", "", "platform", "host[:port] of the GCE metadata server (default 169.254.169.254); set means on GCE"),
 
   // Envoy and bootstrap
   DISABLE_ENVOY: d("DISABLE_ENVOY", "bool", false, "envoy", "Proxyless mode: no Envoy, no SDS server; certificates kept fresh in OUTPUT_CERTS"),
@@ -70,8 +76,8 @@ export const PROXY_ENV = {
   PKCS8_KEY: d("PKCS8_KEY", "bool", false, "security", "Write keys as PKCS#8"),
   ECC_SIGNATURE_ALGORITHM: d("ECC_SIGNATURE_ALGORITHM", "string", "", "security", "ECDSA for EC keys instead of RSA"),
   ECC_CURVE: d("ECC_CURVE", "string", "P256", "security", "P256 | P384"),
-  CREDENTIAL_FETCHER_TYPE: d("CREDENTIAL_FETCHER_TYPE", "string", "JWT", "security", "Token source: JWT (token file)"),
-  CREDENTIAL_IDENTITY_PROVIDER: d("CREDENTIAL_IDENTITY_PROVIDER", "string", "GoogleComputeEngine", "security", "Identity provider for non-JWT credential fetchers"),
+  CREDENTIAL_FETCHER_TYPE: d("CREDENTIAL_FETCHER_TYPE", "string", "JWT", "security", "Token source: JWT (token file), GoogleComputeEngine (GCE metadata identity token, audience TRUST_DOMAIN), Mock (tests)"),
+  CREDENTIAL_IDENTITY_PROVIDER: d("CREDENTIAL_IDENTITY_PROVIDER", "string", "GoogleComputeEngine", "security", "Identity provider named by non-JWT credential fetchers (logged; Istio keeps it unused too)"),
   ISTIO_META_CERT_SIGNER: d("ISTIO_META_CERT_SIGNER", "string", "", "security", "CertSigner metadata on CSRs"),
   WORKLOAD_IDENTITY_SOCKET_FILE: d("WORKLOAD_IDENTITY_SOCKET_FILE", "string", "socket", "security", "SDS socket file name under ./var/run/secrets/workload-spiffe-uds/"),
   PILOT_ENABLE_CA_CRL: d("PILOT_ENABLE_CA_CRL", "bool", true, "security", "Attach the CA CRL file to root secrets when present"),
@@ -87,6 +93,13 @@ export const PROXY_ENV = {
   ISTIO_GPRC_MAXSTREAMS: d("ISTIO_GPRC_MAXSTREAMS", "int", 100000, "xds", "Max concurrent streams on the agent's gRPC servers", { range: { min: 1, max: 2147483647 } }),
   ISTIO_GPRC_MAXRECVMSGSIZE: d("ISTIO_GPRC_MAXRECVMSGSIZE", "int", 4194304, "xds", "Max message size received from Envoy", { range: { min: 1, max: 2147483647 } }),
   ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: d("ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION", "bool", true, "xds", "Rewrite remote Wasm ECDS resources to local files"),
+  WASM_INSECURE_REGISTRIES: d("WASM_INSECURE_REGISTRIES", "string", "", "wasm", "Registries (host[:port], comma-separated, * = all) whose TLS certificates are not verified for Wasm pulls"),
+  WASM_MODULE_EXPIRY: d("WASM_MODULE_EXPIRY", "duration", 86_400_000, "wasm", "Cached Wasm modules untouched this long are removed", { range: { min: 1, max: 31_536_000_000 } }),
+  WASM_PURGE_INTERVAL: d("WASM_PURGE_INTERVAL", "duration", 3_600_000, "wasm", "How often expired Wasm modules are removed", { range: { min: 1000, max: 31_536_000_000 } }),
+  WASM_HTTP_REQUEST_TIMEOUT: d("WASM_HTTP_REQUEST_TIMEOUT", "duration", 15_000, "wasm", "Timeout of one HTTP(S) request for a Wasm module", { range: { min: 1, max: 86_400_000 } }),
+  WASM_HTTP_REQUEST_MAX_RETRIES: d("WASM_HTTP_REQUEST_MAX_RETRIES", "int", 5, "wasm", "Attempts at an HTTP(S) Wasm download before giving up", { range: { min: 1, max: 100 } }),
+  BLOCKED_CIDRS_IN_WASM_FETCH: d("BLOCKED_CIDRS_IN_WASM_FETCH", "string", "", "wasm", "CIDRs (comma-separated) Wasm modules may not be fetched from, checked after resolution and on redirects; link-local and cloud metadata addresses always are"),
+  ISTIO_WASM_MAX_BINARY_SIZE_BYTES: d("ISTIO_WASM_MAX_BINARY_SIZE_BYTES", "int", 268_435_456, "wasm", "Largest Wasm module (or layer) downloaded", { range: { min: 8, max: 4_294_967_296 } }),
   LOCAL_XDS_PATH: d("LOCAL_XDS_PATH", "string", "", "xds", "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod"),
 
   // DNS

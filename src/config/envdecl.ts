@@ -4,7 +4,7 @@
 // the default is used, so one bad variable does not take the proxy down.
 
 import { formatGoDuration, parseGoDuration } from "../lib/duration.ts";
-import { parseGoBool } from "../cli/flags.ts";
+import { parseGoBool } from "../lib/flags.ts";
 
 export type EnvType = "string" | "bool" | "int" | "float" | "duration" | "optbool";
 

@@ -93,6 +93,16 @@ async function bindPair(a: HostPort, handle: PacketHandler, log: Logger, tcpIdle
 }
 
 function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {
+  // A client that went away before its answer draws an ICMP port unreachable, and the kernel
+  // reports it on a later send from this socket (ECONNREFUSED): that is the client's loss, not
+  // a reason to stop serving everyone else.
+  const reply = (sock: { send(b: Uint8Array, port: number, address: string): boolean }, bytes: Uint8Array, port: number, address: string) => {
+    try {
+      sock.send(bytes, port, address);
+    } catch (e) {
+      log.debug("dns udp reply not sent", { client: joinHostPort(address, port), error: errorText(e) });
+    }
+  };
   return Bun.udpSocket({
     hostname: a.host,
     port: a.port,
@@ -107,12 +117,12 @@ function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {
         }
         if (r === undefined) return;
         if (r instanceof Uint8Array) {
-          sock.send(r, port, address);
+          reply(sock, r, port, address);
           return;
         }
         r.then(
-          (reply) => {
-            if (reply && !sock.closed) sock.send(reply, port, address);
+          (answer) => {
+            if (answer && !sock.closed) reply(sock, answer, port, address);
           },
           (e: unknown) => log.error("dns query handling failed", { error: errorText(e) }),
         );

@@ -130,7 +130,11 @@ function udpExchange(pool: UdpPool, up: HostPort, query: Uint8Array, timeoutMs: 
           settle(undefined, data);
         };
         entry.onError = (err) => settle(new Error(`${what}: ${errText(err, "destination unreachable")}`));
-        if (!entry.sock.send(query)) settle(new Error(`${what}: send failed`));
+        try {
+          if (!entry.sock.send(query)) settle(new Error(`${what}: send failed`));
+        } catch (e) {
+          settle(new Error(`${what}: ${errText(e, "send failed")}`)); // e.g. ECONNREFUSED from an earlier ICMP unreachable
+        }
       },
       (err: unknown) => settle(new Error(`${what}: ${errText(err, "failed")}`)),
     );

@@ -44,6 +44,8 @@ export interface EnvoySupervisorOptions {
   /** Records the running Envoy; at start, an Envoy left by an earlier run of the agent is stopped. */
   pidFile?: EnvoyPidFile;
   now?: () => number;
+  /** Timed waits (drain, restart backoff, stop grace); tests pass a manual one. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<boolean>;
 }
 
 export interface ShutdownOptions {
@@ -78,12 +80,14 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   private resolveExited!: (code: number) => void;
   private readonly launcher: Launcher;
   private readonly now: () => number;
+  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<boolean>;
   private readonly log: Logger;
 
   constructor(private readonly opts: EnvoySupervisorOptions) {
     this.exited = new Promise((r) => (this.resolveExited = r));
     this.launcher = opts.launcher ?? bunLauncher;
     this.now = opts.now ?? Date.now;
+    this.sleep = opts.sleep ?? sleep;
     this.log = opts.log;
   }
 
@@ -339,7 +343,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     this.log.info(`restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`);
     const ac = new AbortController();
     this.backoff = ac;
-    void sleep(delayMs, ac.signal).then((due) => {
+    void this.sleep(delayMs, ac.signal).then((due) => {
       if (due) this.fire({ type: "restart-due" });
     });
   }
@@ -369,7 +373,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     for (const e of epochs) this.kill(e, "SIGTERM");
     const ac = new AbortController();
     const all = Promise.all(epochs.map((e) => e.done));
-    const graceOver = sleep(this.opts.drainPlan.stopGraceMs, ac.signal);
+    const graceOver = this.sleep(this.opts.drainPlan.stopGraceMs, ac.signal);
     const first = await Promise.race([all.then(() => "exited" as const), graceOver.then(() => "grace" as const)]);
     if (first === "grace") {
       const left = epochs.filter((e) => this.alive.has(e.epoch));
@@ -395,7 +399,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     } catch (err) {
       this.log.warn(`Error in invoking drain listeners endpoint: ${(err as Error).message}`);
     }
-    const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log }, ac.signal);
+    const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: this.sleep }, ac.signal);
     this.fire({ type: "drain-over", why });
   }
 

@@ -6,7 +6,7 @@
 // value that does not parse is an error naming the variable.
 
 import { declare as d, type EnvDecl, type EnvMap } from "../config/envdecl.ts";
-import { FlagError, parseFlags, parseGoBool, type FlagSpec } from "../cli/flags.ts";
+import { FlagError, parseFlags, parseGoBool, type FlagSpec } from "../lib/flags.ts";
 import { parseGoDuration } from "../lib/duration.ts";
 import { CaptureConfigError, defaultCaptureConfig, type CaptureConfig, type EnvOnly } from "./config.ts";
 

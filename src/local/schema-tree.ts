@@ -15,8 +15,8 @@ import router from "../../proto/local-router.proto" with { type: "text" };
 import tcpProxy from "../../proto/local-tcp-proxy.proto" with { type: "text" };
 import upstreamHttp from "../../proto/local-upstream-http.proto" with { type: "text" };
 import tls from "../../proto/local-tls.proto" with { type: "text" };
-import discovery from "../../proto/local-discovery.proto" with { type: "text" };
-import rpcStatus from "../../proto/local-rpc-status.proto" with { type: "text" };
+import discovery from "../../proto/discovery.proto" with { type: "text" };
+import rpcStatus from "../../proto/xds-rpc-status.proto" with { type: "text" };
 
 
 /** Parse every local-mode .proto text into a fresh Root (keepCase: Envoy's snake_case names). */

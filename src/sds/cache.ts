@@ -84,25 +84,25 @@ export class SecretCache {
   }
 
   /** The current secret for an SDS resource name; generates (or reads) it when needed. */
-  async get(name: string): Promise<SecretItem> {
+  async get(name: string, signal?: AbortSignal): Promise<SecretItem> {
     const ref = parseResourceName(name);
     switch (ref.kind) {
       case "invalid":
         throw new SdsError(ref.reason, name);
       case "default": {
         const f = this.workloadFile("cert");
-        return f ? this.files.certPair(name, f.certChainPath, f.keyPath) : this.workloadCert();
+        return f ? this.files.certPair(name, f.certChainPath, f.keyPath, signal) : this.workloadCert();
       }
       case "rootca":
         return this.rootCa();
       case "file-cert":
-        return this.files.certPair(name, ref.certPath, ref.keyPath);
+        return this.files.certPair(name, ref.certPath, ref.keyPath, signal);
       case "file-root":
-        return this.files.root(name, ref.caPath);
+        return this.files.root(name, ref.caPath, signal);
       case "system-root": {
         const path = (this.opts.systemRootPaths ?? SYSTEM_ROOT_PATHS).find((p) => existsSync(p));
         if (!path) throw new SdsError(`file-root:system: no OS trust bundle found (looked at ${(this.opts.systemRootPaths ?? SYSTEM_ROOT_PATHS).join(", ")})`, name);
-        return this.files.root(name, path);
+        return this.files.root(name, path, signal);
       }
     }
   }

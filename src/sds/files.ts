@@ -9,9 +9,9 @@ import { SdsError } from "./errors.ts";
 import { contentVersion, type SecretItem } from "./item.ts";
 import { FILE_LIMITS, FileLimitError, readBoundedText } from "../lib/boundedfile.ts";
 
-async function readText(path: string, what: string, resource: string): Promise<string> {
+async function readText(path: string, what: string, resource: string, signal?: AbortSignal): Promise<string> {
   try {
-    return await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate });
+    return await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate, ...(signal ? { signal } : {}) });
   } catch (e) {
     if (e instanceof FileLimitError) throw new SdsError(`${resource}: reading ${what} ${e.message}`, resource);
     throw new SdsError(`${resource}: reading ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, resource);
@@ -19,9 +19,9 @@ async function readText(path: string, what: string, resource: string): Promise<s
 }
 
 /** Key/chain pair from files; throws SdsError naming the file and the problem. */
-export async function readCertPair(resource: string, certPath: string, keyPath: string, now: number): Promise<SecretItem> {
-  const chain = await readText(certPath, "certificate chain", resource);
-  const key = await readText(keyPath, "private key", resource);
+export async function readCertPair(resource: string, certPath: string, keyPath: string, now: number, signal?: AbortSignal): Promise<SecretItem> {
+  const chain = await readText(certPath, "certificate chain", resource, signal);
+  const key = await readText(keyPath, "private key", resource, signal);
   const certs = pemBlocks(chain, "CERTIFICATE");
   if (certs.length === 0) throw new SdsError(`${resource}: ${certPath} has no PEM certificate`, resource);
   if (pemBlocks(key).length === 0) throw new SdsError(`${resource}: ${keyPath} has no PEM private key`, resource);
@@ -36,8 +36,8 @@ export async function readCertPair(resource: string, certPath: string, keyPath: 
 }
 
 /** Root bundle from a file; invalid certificates are dropped (count returned), none valid is an error. */
-export async function readRootBundle(resource: string, path: string): Promise<{ item: SecretItem; invalid: number }> {
-  const text = await readText(path, "CA bundle", resource);
+export async function readRootBundle(resource: string, path: string, signal?: AbortSignal): Promise<{ item: SecretItem; invalid: number }> {
+  const text = await readText(path, "CA bundle", resource, signal);
   const { certs, invalid } = validCerts(text);
   if (certs.length === 0) throw new SdsError(`${resource}: ${path} has no valid PEM certificate`, resource);
   const rootCert = certs.join("");
@@ -54,6 +54,7 @@ export async function withFileRetry<T>(read: () => Promise<T>, clock: Clock, deb
     } catch (e) {
       // A FIFO, a device or an oversized file will not fix itself the way a half-swapped mount does.
       if (e instanceof FileLimitError) throw e;
+      if (signal?.aborted) throw e; // whoever asked has gone away
       if (clock.now() + delay - start > totalMs || !(await clockSleep(clock, delay, signal))) throw e;
       delay *= 2;
     }

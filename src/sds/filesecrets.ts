@@ -15,9 +15,20 @@ import { CertFileWatcher } from "./watcher.ts";
 
 interface Entry {
   paths: string[];
-  read: () => Promise<SecretItem>;
+  read: (signal?: AbortSignal) => Promise<SecretItem>;
   item?: SecretItem;
-  inflight?: Promise<SecretItem>;
+  inflight?: Inflight;
+}
+
+/**
+ * One read shared by every requester that asks while it runs. It stops (its signal aborts) once
+ * every requester that came with a signal has gone away; a requester without one keeps it going.
+ */
+interface Inflight {
+  promise: Promise<SecretItem>;
+  controller: AbortController;
+  waiting: number;
+  pinned: boolean;
 }
 
 export interface FileSecretsDeps {
@@ -47,17 +58,17 @@ export class FileSecrets {
   }
 
   /** A key/chain pair resource. */
-  certPair(name: string, certPath: string, keyPath: string): Promise<SecretItem> {
-    return this.get(name, [certPath, keyPath], () => readCertPair(name, certPath, keyPath, this.deps.clock.now()));
+  certPair(name: string, certPath: string, keyPath: string, signal?: AbortSignal): Promise<SecretItem> {
+    return this.get(name, [certPath, keyPath], (s) => readCertPair(name, certPath, keyPath, this.deps.clock.now(), s), signal);
   }
 
   /** A root bundle resource; invalid certificates in the file are skipped with a warning. */
-  root(name: string, caPath: string): Promise<SecretItem> {
-    return this.get(name, [caPath], async () => {
-      const { item, invalid } = await readRootBundle(name, caPath);
+  root(name: string, caPath: string, signal?: AbortSignal): Promise<SecretItem> {
+    return this.get(name, [caPath], async (s) => {
+      const { item, invalid } = await readRootBundle(name, caPath, s);
       if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`);
       return item;
-    });
+    }, signal);
   }
 
   /** The cached item, if read already. */
@@ -69,7 +80,7 @@ export class FileSecrets {
     this.watcher.close();
   }
 
-  private async get(name: string, paths: string[], read: () => Promise<SecretItem>): Promise<SecretItem> {
+  private async get(name: string, paths: string[], read: (signal?: AbortSignal) => Promise<SecretItem>, signal?: AbortSignal): Promise<SecretItem> {
     let e = this.entries.get(name);
     if (e?.item) return e.item;
     if (!e) {
@@ -77,22 +88,38 @@ export class FileSecrets {
       this.entries.set(name, e);
       for (const p of paths) this.watcher.add(p);
     }
-    if (e.inflight) return e.inflight;
     const entry = e;
-    entry.inflight = withFileRetry(read, this.deps.clock, this.deps.debounceMs, this.deps.retryTotalMs ?? 10_000)
+    const inflight = (entry.inflight ??= this.startRead(name, entry));
+    if (!signal) {
+      inflight.pinned = true;
+      return inflight.promise;
+    }
+    if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new Error(`${name}: the requester went away`);
+    inflight.waiting++;
+    const leave = () => {
+      if (--inflight.waiting === 0 && !inflight.pinned) inflight.controller.abort(new Error(`${name}: reading stopped, every requester went away`));
+    };
+    signal.addEventListener("abort", leave, { once: true });
+    return inflight.promise.finally(() => signal.removeEventListener("abort", leave));
+  }
+
+  private startRead(name: string, entry: Entry): Inflight {
+    const controller = new AbortController();
+    const promise = withFileRetry(() => entry.read(controller.signal), this.deps.clock, this.deps.debounceMs, this.deps.retryTotalMs ?? 10_000, controller.signal)
       .then((item) => {
         entry.item = item;
         if (item.expireMs > 0) this.deps.metrics.setExpiry(name, item.expireMs);
         return item;
       })
       .catch((err) => {
-        this.deps.metrics.fileSecretFailures.inc();
+        if (!controller.signal.aborted) this.deps.metrics.fileSecretFailures.inc();
         throw err;
       })
       .finally(() => {
-        entry.inflight = undefined;
+        if (entry.inflight?.controller === controller) entry.inflight = undefined;
       });
-    return entry.inflight;
+    promise.catch(() => undefined); // a read nobody waits for any more must not be an unhandled rejection
+    return { promise, controller, waiting: 0, pinned: false };
   }
 
   private async reload(changed: string[]): Promise<void> {

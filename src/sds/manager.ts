@@ -10,7 +10,7 @@ import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
-import { tokenSourceFor } from "../ca/token.ts";
+import { tokenSourceFor, type TokenSource } from "../ca/token.ts";
 import type { Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
@@ -41,6 +41,8 @@ export interface SecretManagerDeps {
   signer?: CertificateSigner;
   /** Warming (the first CSR) waits for this; default: starts at once. */
   warmAfter?: Promise<unknown>;
+  /** The credential fetcher's token source (CREDENTIAL_FETCHER_TYPE other than JWT); default: the token file. */
+  tokens?: TokenSource;
 }
 
 /** A readiness warning registered only while raised (reblock) and removed on clear. */
@@ -157,7 +159,7 @@ export class SecretManager implements Component, TrustBundleSink {
         return lazySigner("istiod", async () => {
           const { IstioCaClient } = await import("../ca/client.ts");
           return new IstioCaClient(s.ca, {
-            tokens: tokenSourceFor(s.credentialFetcher, s.tokenPath),
+            tokens: this.deps.tokens ?? tokenSourceFor(s.credentialFetcher, s.tokenPath),
             sleep: (ms) => clockSleep(this.clock, ms),
             ...(random ? { random } : {}),
             onRetry: () => retries.inc({ request_type: "csr" }),

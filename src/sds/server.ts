@@ -223,7 +223,9 @@ export class SdsServer {
       const req = this.codec.decodeRequest(call.request);
       if (req.resourceNames.length === 0) return cb({ code: this.g!.mod.status.INVALID_ARGUMENT, details: "FetchSecrets: no resource_names" });
       const ctx = this.ctx();
-      const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)]);
+      const gone = new AbortController();
+      call.on("cancelled", () => gone.abort(new Error("FetchSecrets: the caller went away")));
+      const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], gone.signal);
       cb(null, this.codec.encodeResponse({ versionInfo: ctx.nextVersion(), nonce: randomUUID(), resources }));
     } catch (e) {
       cb({ code: isInvalid(e) ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: (e as Error).message });

@@ -13,7 +13,8 @@ import { sotwDecide } from "./sotw.ts";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 
 export interface SecretSource {
-  get(name: string): Promise<SecretItem>;
+  /** `signal` aborts when the requester (the stream) goes away: file reads for it stop. */
+  get(name: string, signal?: AbortSignal): Promise<SecretItem>;
   crlFor(name: string): string | undefined;
 }
 
@@ -34,9 +35,9 @@ export interface StreamCtx {
   xdsMetrics?: PilotXdsMetrics;
 }
 
-export async function resourcesFor(ctx: StreamCtx, names: string[]): Promise<SecretResource[]> {
+export async function resourcesFor(ctx: StreamCtx, names: string[], signal?: AbortSignal): Promise<SecretResource[]> {
   const out: SecretResource[] = [];
-  for (const n of names) out.push(toResource(await ctx.secrets.get(n), ctx.secrets.crlFor(n)));
+  for (const n of names) out.push(toResource(await ctx.secrets.get(n, signal), ctx.secrets.crlFor(n)));
   return out;
 }
 
@@ -50,6 +51,7 @@ export class SotwStream {
   private seen = false;
   private queue: Promise<void> = Promise.resolve();
   private dead = false;
+  private readonly gone = new AbortController();
 
   constructor(
     private readonly ctx: StreamCtx,
@@ -90,7 +92,7 @@ export class SotwStream {
     this.queue = this.queue.then(async () => {
       if (this.dead) return;
       try {
-        const resources = await resourcesFor(this.ctx, names);
+        const resources = await resourcesFor(this.ctx, names, this.gone.signal);
         if (this.dead) return;
         const nonce = randomUUID();
         this.lastNonce = nonce;
@@ -100,6 +102,7 @@ export class SotwStream {
         this.ctx.xdsMetrics?.sendTime.observe((this.ctx.clock.now() - sent) / 1000);
         this.ctx.log.debug(`SDS: pushed ${names.join(",")}`, { conn: this.id });
       } catch (e) {
+        if (this.dead) return; // the stream went away while its secrets were read
         this.dead = true;
         this.ctx.log.warn(`SDS: generating ${names.join(",")} failed: ${(e as Error).message}`, { conn: this.id });
         this.io.fail(e as Error, isInvalid(e));
@@ -109,6 +112,7 @@ export class SotwStream {
 
   close(): void {
     this.dead = true;
+    this.gone.abort(new Error(`SDS stream ${this.id} closed`));
   }
 }
 
@@ -119,6 +123,7 @@ export class DeltaStream {
   private queue: Promise<void> = Promise.resolve();
   private dead = false;
   private first = true;
+  private readonly gone = new AbortController();
 
   constructor(
     private readonly ctx: StreamCtx,
@@ -164,11 +169,12 @@ export class DeltaStream {
             removed.push(n); // no such resource: tell the client instead of failing the stream
             continue;
           }
-          const item = await this.ctx.secrets.get(n);
+          const item = await this.ctx.secrets.get(n, this.gone.signal);
           if (this.sent.get(n) === item.version) continue;
           resources.push({ name: n, version: item.version, secret: toResource(item, this.ctx.secrets.crlFor(n)) });
         }
       } catch (e) {
+        if (this.dead) return;
         this.dead = true;
         this.ctx.log.warn(`SDS (delta): generating ${names.join(",")} failed: ${(e as Error).message}`, { conn: this.id });
         this.io.fail(e as Error, false);
@@ -182,5 +188,6 @@ export class DeltaStream {
 
   close(): void {
     this.dead = true;
+    this.gone.abort(new Error(`SDS stream ${this.id} closed`));
   }
 }

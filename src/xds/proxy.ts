@@ -19,6 +19,7 @@ import { StreamRelay } from "./relay.ts";
 import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./types.ts";
 import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
+import type { EcdsHook } from "../wasm/ecds.ts";
 
 export const READINESS_XDS = "xds connected";
 
@@ -42,6 +43,8 @@ export interface XdsProxyOptions {
   /** Largest request accepted from Envoy (ISTIO_GPRC_MAXRECVMSGSIZE). */
   maxRequestBytes: number;
   maxConcurrentStreams?: number;
+  /** ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION); absent = pass-through. */
+  ecds?: EcdsHook;
   /** Monotonic milliseconds, for rate-limiting repeated log lines. */
   now?: () => number;
 }
@@ -122,6 +125,7 @@ export class XdsProxy implements Component, HealthReporter {
       logLimit: this.logLimit,
       metrics: this.metrics,
       onUpstreamConnected: () => this.blocker?.clear(),
+      ecds: this.o.ecds,
     });
     this.active = relay;
     void relay.done.then(() => {
@@ -141,6 +145,7 @@ export interface XdsProxyDeps {
   dnsEnabled: boolean;
   /** Replace the istiod upstream (LOCAL_XDS_PATH, tests). */
   upstream?: Upstream;
+  ecds?: EcdsHook;
 }
 
 /**
@@ -173,5 +178,6 @@ export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
     subscribePcds: cfg.env.PROXY_CONFIG_XDS_AGENT,
     maxRequestBytes: cfg.env.ISTIO_GPRC_MAXRECVMSGSIZE,
     maxConcurrentStreams: cfg.env.ISTIO_GPRC_MAXSTREAMS,
+    ecds: deps.ecds,
   });
 }

@@ -20,6 +20,7 @@ import type { AgentRequest, XdsCodec } from "./messages.ts";
 import { terminationType, type XdsMetrics } from "./metrics.ts";
 import { Code, LISTENER_TYPE, routeOf, type GrpcStatus } from "./types.ts";
 import type { Upstream, UpstreamStream } from "./upstream.ts";
+import type { EcdsHook } from "../wasm/ecds.ts";
 
 export interface RelayOptions {
   codec: XdsCodec;
@@ -34,9 +35,11 @@ export interface RelayOptions {
   logLimit: LogLimiter;
   metrics: XdsMetrics;
   onUpstreamConnected(): void;
+  /** ECDS responses go through this (Wasm conversion) instead of straight to Envoy. */
+  ecds?: EcdsHook;
 }
 
-type ResponseState = "idle" | "deciding" | "forward" | "internal" | "drop";
+type ResponseState = "idle" | "deciding" | "forward" | "internal" | "drop" | "ecds";
 
 export class StreamRelay {
   readonly done: Promise<void>;
@@ -60,6 +63,9 @@ export class StreamRelay {
   private downBlocked = false;
   private upBlocked = false;
   private closeAtBoundary: GrpcStatus | undefined;
+  // ECDS: conversions run beside the relay; their results leave in arrival order, between messages
+  private ecdsTail: Promise<void> = Promise.resolve();
+  private readonly ecdsOut: Uint8Array[] = [];
 
   constructor(
     private readonly down: DownstreamCall,
@@ -180,6 +186,7 @@ export class StreamRelay {
     this.reqBuf = undefined;
     const typeUrl = requestTypeUrl(msg, this.delta);
     this.o.metrics.requests.inc();
+    if (this.o.ecds && typeUrl === this.o.ecds.typeUrl) this.o.ecds.observeRequest(msg, this.delta);
     this.writeUp(grpcFrame(msg));
     if (typeUrl === LISTENER_TYPE && !this.initialSent) {
       this.initialSent = true;
@@ -238,6 +245,7 @@ export class StreamRelay {
         this.writeDown(b);
         return;
       case "internal":
+      case "ecds":
         this.resBuf!.append(b);
         return;
       case "drop":
@@ -255,7 +263,7 @@ export class StreamRelay {
   private decide(typeUrl: string): void {
     const buf = this.resBuf!;
     this.resType = typeUrl;
-    const route = routeOf(typeUrl, this.o.internal);
+    const route = this.o.ecds && typeUrl === this.o.ecds.typeUrl ? "ecds" : routeOf(typeUrl, this.o.internal);
     this.resState = route;
     if (route === "forward") {
       this.writeDown(Buffer.concat([this.resHeader, buf.view()]));
@@ -269,8 +277,10 @@ export class StreamRelay {
   private onResponseEnd(): void {
     if (this.resState === "deciding") this.decide(peekResponseType(this.resBuf!.view(), this.resBuf!.length, this.resBuf!.total, this.delta) ?? "");
     if (this.resState === "internal") this.handleInternal(this.resBuf!.view());
+    if (this.resState === "ecds") this.handleEcds(Buffer.from(this.resBuf!.view()));
     this.resState = "idle";
     this.resBuf = undefined;
+    this.flushEcds();
     if (this.closeAtBoundary) this.close(this.closeAtBoundary);
   }
 
@@ -288,6 +298,27 @@ export class StreamRelay {
       this.o.log.warn(`rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`);
       this.sendAgentRequest({ typeUrl, versionInfo: this.lastAcked.get(typeUrl) ?? "", nonce: resp.nonce, error: { code: Code.INTERNAL, message } });
     }
+  }
+
+  /** Convert beside the relay; results are queued in arrival order and written between messages. */
+  private handleEcds(msg: Buffer): void {
+    const result = this.o.ecds!.convert(msg, this.delta);
+    this.ecdsTail = this.ecdsTail
+      .then(() => result)
+      .then((r) => {
+        if (this.ended) return;
+        if (r.kind === "nack") this.sendAgentRequest(r.request);
+        else {
+          this.ecdsOut.push(grpcFrame(r.message));
+          this.flushEcds();
+        }
+      })
+      .catch((e) => this.o.log.error(`ECDS conversion failed: ${(e as Error).message}`));
+  }
+
+  private flushEcds(): void {
+    if (this.ended || this.resState === "forward") return; // never inside a message being cut through
+    for (let m = this.ecdsOut.shift(); m; m = this.ecdsOut.shift()) this.writeDown(m);
   }
 
   private writeDown(bytes: Uint8Array): void {

@@ -11,6 +11,7 @@ import { BootstrapError, bootstrapOverrideToJson, grpcBootstrapJson, writeBootst
 import { buildNode } from "../../src/config/metadata.ts";
 import { EnvoySchema } from "./envoy_schema.ts";
 import { baseNodeInputs, typicalAgentConfig } from "./fixtures.ts";
+import { expectGolden } from "../support/golden.ts";
 
 let tmp: string;
 let schema: EnvoySchema;
@@ -40,8 +41,7 @@ describe("built-in default template", () => {
     expect(json.static_resources.clusters.map((c: { name: string }) => c.name)).toEqual(["prometheus_stats", "agent", "sds-grpc", "zipkin", "xds-grpc"]);
     expect(json.node.cluster).toBe("reviews.bookinfo");
     const golden = join(import.meta.dir, "golden/default_bootstrap.json");
-    if (process.env.UPDATE_GOLDEN === "1") writeFileSync(golden, text);
-    expect(text).toBe(readFileSync(golden, "utf8"));
+    expectGolden(golden, text);
   });
 
   test("every optional section of the default template still validates", async () => {

@@ -8,12 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { IstioCaClient } from "../../src/ca/client.ts";
 import { CaError } from "../../src/ca/errors.ts";
-import { generateKeyAndCsr, spiffeId } from "../../src/ca/keygen.ts";
+import { generateKeyAndCsr } from "../../src/ca/keygen.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { CA_MAX_ATTEMPTS } from "../../src/ca/retry.ts";
 import { FakeCa } from "../support/fake-ca.ts";
 
-const SPIFFE = spiffeId("cluster.local", "ns1", "sa1");
+const SPIFFE = "spiffe://cluster.local/ns/ns1/sa/sa1";
 let ca: FakeCa;
 let dir: string;
 let csr: string;

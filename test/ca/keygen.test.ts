@@ -6,12 +6,19 @@ import { generateKeyAndCsr, keyOptionsFromEnv, spiffeId, type KeyOptions } from 
 import { IstioCaClient } from "../../src/ca/client.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { FakeCa } from "../support/fake-ca.ts";
-import { certPubkey, certText, csrText, keyPubkey, opensslAvailable, verifyChain } from "./openssl.ts";
+import { certPubkey, certText, csrText, keyPubkey, OPENSSL, verifyChain } from "./openssl.ts";
+import { describeRequiring } from "../support/requires.ts";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const SPIFFE = spiffeId("cluster.local", "bookinfo", "reviews");
+// A literal, not spiffeId(): the expected value must not come from the code under test.
+const SPIFFE = "spiffe://cluster.local/ns/bookinfo/sa/reviews";
+
+test("spiffeId builds Istio's workload identity", () => {
+  expect(spiffeId("cluster.local", "bookinfo", "reviews")).toBe(SPIFFE);
+  expect(spiffeId("example.org", "default", "default")).toBe("spiffe://example.org/ns/default/sa/default");
+});
 
 describe("keyOptionsFromEnv", () => {
   const base = { ECC_SIGNATURE_ALGORITHM: "", ECC_CURVE: "P256", WORKLOAD_RSA_KEY_SIZE: 2048, PKCS8_KEY: false };
@@ -32,12 +39,11 @@ describe("keyOptionsFromEnv", () => {
   });
 });
 
-describe("issued certificates verified by openssl", () => {
+describeRequiring(OPENSSL, "issued certificates verified by openssl", () => {
   let ca: FakeCa;
   let dir: string;
   let client: IstioCaClient;
   beforeAll(async () => {
-    if (!opensslAvailable()) throw new Error("openssl CLI is required (apt-get install openssl)");
     ca = await FakeCa.start({ token: "tok-1", spiffeId: SPIFFE });
     dir = mkdtempSync(join(tmpdir(), "keygen-"));
     writeFileSync(join(dir, "root.pem"), ca.tls!.rootPem);

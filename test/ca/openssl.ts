@@ -4,14 +4,14 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Requirements } from "../support/requires.ts";
+
+/** What the openssl-checked tests need (test/support/requires.ts). */
+export const OPENSSL: Requirements = { tools: ["openssl"], apt: ["openssl"] };
 
 function run(args: string[], input?: string): { code: number; out: string } {
   const r = spawnSync("openssl", args, { input, encoding: "utf8" });
   return { code: r.status ?? -1, out: (r.stdout ?? "") + (r.stderr ?? "") };
-}
-
-export function opensslAvailable(): boolean {
-  return spawnSync("openssl", ["version"]).status === 0;
 }
 
 /** Verify `chainPem` (leaf first, root last) to `rootPem`; returns openssl's output. */

@@ -1,8 +1,9 @@
 // The compiled binary, run from a temp directory as a pod would run it.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { sandbox, start, type Sandbox } from "../support/binary.ts";
+import { expectGolden } from "../support/golden.ts";
 
 let box: Sandbox;
 beforeAll(() => {
@@ -11,7 +12,7 @@ beforeAll(() => {
 afterAll(() => box?.cleanup());
 
 function run(args: string[], env: Record<string, string> = {}) {
-  const r = Bun.spawnSync([box.bin, ...args], { cwd: box.dir, env: { PATH: process.env.PATH ?? "", ...env } });
+  const r = Bun.spawnSync([box.bin, ...args], { cwd: box.dir, env: { PATH: process.env.PATH ?? "", CLOUD_PLATFORM: "none", ...env } });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 
@@ -36,8 +37,7 @@ describe("compiled agent", () => {
     const r = run(["proxy", "--help"]);
     expect(r.code).toBe(0);
     const golden = join(import.meta.dir, "golden/proxy-help.txt");
-    if (process.env.UPDATE_GOLDEN === "1") writeFileSync(golden, r.out);
-    expect(r.out).toBe(readFileSync(golden, "utf8"));
+    expectGolden(golden, r.out);
   });
 
   test("an invalid PROXY_CONFIG exits non-zero with one line naming field and layer", () => {

@@ -37,8 +37,10 @@ async function transcript(argv: string[], env: Record<string, string>, host: Cas
   return { out, code, err };
 }
 
-test("conformance vectors are present", () => {
-  expect(roots.length).toBeGreaterThan(0);
+test("the shared conformance vectors are present (not just $CONFORMANCE_DIR's)", () => {
+  expect(roots).toContain(shared);
+  // 20 cases in ../shared/conformance/iptables/cases.json when this was written.
+  expect((JSON.parse(readFileSync(join(shared, "cases.json"), "utf8")) as Case[]).length).toBeGreaterThanOrEqual(20);
 });
 
 for (const root of roots) {

@@ -11,7 +11,8 @@ import { nameInfo } from "../../src/dns/nametable.ts";
 import { LogSink } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
-import { dig, digAvailable, startUpstream } from "./helpers.ts";
+import { testRequiring } from "../support/requires.ts";
+import { dig, DIG, startUpstream } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "dns-factory-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,7 +40,7 @@ test("a non-root `:53` logs an error and falls back to localhost:15053", () => {
   expect(lines.some((l) => l.includes("\terror\tdns\t") && l.includes("localhost:15053"))).toBe(true);
 });
 
-test.skipIf(!digAvailable())("built from config: binds 127.0.0.1, forwards to resolv.conf's nameserver, answers the table", async () => {
+testRequiring(DIG, "built from config: binds 127.0.0.1, forwards to resolv.conf's nameserver, answers the table", async () => {
   const up = await startUpstream({ answers: { "www.bing.com": "1.1.1.1" } });
   const rc = join(dir, "resolv.conf");
   writeFileSync(rc, `nameserver 127.0.0.1\nsearch ns1.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n`);

@@ -6,6 +6,7 @@ import * as packet from "dns-packet";
 import { parse } from "yaml";
 import type { Socket, TCPSocketListener } from "bun";
 import { nameInfo, type NameTable } from "../../src/dns/nametable.ts";
+import type { Requirements } from "../support/requires.ts";
 
 export interface UpstreamOptions {
   host?: string;
@@ -58,6 +59,29 @@ function answerFor(opts: UpstreamOptions, query: Buffer, protocol: "udp" | "tcp"
   return packet.encode({ ...base, flags: base.flags | 3, answers: [] }); // NXDOMAIN
 }
 
+/**
+ * UDP and TCP on one port. With port 0 the UDP socket picks an ephemeral port that may be taken
+ * for TCP: then both are released and the pair is tried again, like the proxy's own listener.
+ */
+export async function bindPair<U extends { port: number; close(): void }, T>(
+  port: number,
+  bindUdp: (port: number) => U | Promise<U>,
+  bindTcp: (port: number) => T,
+  attempts = 20,
+): Promise<{ udp: U; tcp: T }> {
+  let lastErr: unknown;
+  for (let i = 0; i < (port === 0 ? attempts : 1); i++) {
+    const udp = await bindUdp(port);
+    try {
+      return { udp, tcp: bindTcp(udp.port) };
+    } catch (e) {
+      udp.close();
+      lastErr = e;
+    }
+  }
+  throw new Error(`test upstream: no port free for both UDP and TCP after ${attempts} attempts: ${(lastErr as Error)?.message ?? lastErr}`);
+}
+
 export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUpstream> {
   const host = opts.host ?? "127.0.0.1";
   const received = { udp: 0, tcp: 0 };
@@ -69,9 +93,9 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
       names.push("<malformed>");
     }
   };
-  const udp = await Bun.udpSocket({
+  const bindUdp = (port: number) => Bun.udpSocket({
     hostname: host,
-    port: opts.port ?? 0,
+    port,
     socket: {
       data(s, data, port, addr) {
         received.udp++;
@@ -82,9 +106,9 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
       },
     },
   });
-  const tcp: TCPSocketListener<{ buf: Buffer }> = Bun.listen<{ buf: Buffer }>({
+  const bindTcp = (port: number): TCPSocketListener<{ buf: Buffer }> => Bun.listen<{ buf: Buffer }>({
     hostname: host,
-    port: udp.port,
+    port,
     socket: {
       open(s) {
         s.data = { buf: Buffer.alloc(0) };
@@ -110,6 +134,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
       },
     },
   });
+  const { udp, tcp } = await bindPair(opts.port ?? 0, bindUdp, bindTcp);
   return {
     host,
     port: udp.port,
@@ -133,9 +158,8 @@ export interface DigResult {
   size: number;
 }
 
-export function digAvailable(): boolean {
-  return Bun.which("dig") !== null;
-}
+/** What the dig-based tests need (test/support/requires.ts). */
+export const DIG: Requirements = { tools: ["dig"], apt: ["dnsutils"] };
 
 /** Run dig against the proxy; `extra` are dig options such as `+tcp`, `+noedns`, `+ignore`. */
 export async function dig(port: number, name: string, type = "A", extra: string[] = [], server = "127.0.0.1"): Promise<DigResult> {

@@ -71,6 +71,10 @@ export interface MeshOptions {
   args?: string[];
   /** More files for the pod's root. */
   files?: Record<string, string>;
+  /** The bearer token the CA accepts (default TOKEN). */
+  caToken?: string;
+  /** No Kubernetes token file in the pod. */
+  noTokenFile?: boolean;
 }
 
 export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOptions = {}): Promise<Mesh> {
@@ -81,7 +85,7 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOpt
   istiod.onStream = xds.attach;
   await istiod.start();
   const relay = await new Relay(istiod.port).start();
-  const ca = await FakeCa.start({ token: TOKEN, spiffeId: SPIFFE });
+  const ca = await FakeCa.start({ token: opts.caToken ?? TOKEN, spiffeId: SPIFFE });
   const launcher = writeE2eEnvoyLauncher(work);
   const recordFile = join(work, "envoy-record.jsonl");
   const rootBundle = readFileSync(pki.caCert, "utf8") + ca.tls!.rootPem;
@@ -91,7 +95,7 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOpt
       env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env, ...opts.envFor?.({ caAddress: ca.address }) },
       ...(opts.args ? { args: opts.args } : {}),
       proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, binaryPath: launcher, terminationDrainDuration: "1s", drainDuration: "2s", ...opts.proxyConfig },
-      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, "var/run/secrets/tokens/istio-token": TOKEN, ...opts.files },
+      files: { "var/run/secrets/istio/root-cert.pem": rootBundle, ...(opts.noTokenFile ? {} : { "var/run/secrets/tokens/istio-token": TOKEN }), ...opts.files },
     });
   } catch (e) {
     relay.close();

@@ -34,6 +34,8 @@ export interface PodOptions {
   files?: Record<string, string>;
   /** The agent's arguments (default: proxy sidecar). */
   args?: string[];
+  /** A command the agent is started through, e.g. `unshare -m sh -c '…; exec "$@"' sh`. */
+  prefix?: string[];
 }
 
 /** Injector-like env for pod `greeter-client-0` in namespace `demo`, service account `greeter-client`. */
@@ -56,7 +58,8 @@ export async function startPod(opts: PodOptions = {}): Promise<Pod> {
     PROXY_CONFIG: JSON.stringify(proxyConfig),
     ...opts.env,
   };
-  const agent = start(box.bin, opts.args ?? ["proxy", "sidecar"], { cwd: box.dir, env });
+  const argv = [...(opts.prefix ?? []), box.bin, ...(opts.args ?? ["proxy", "sidecar"])];
+  const agent = start(argv[0]!, argv.slice(1), { cwd: box.dir, env });
   return {
     box,
     agent,

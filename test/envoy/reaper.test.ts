@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { silentLogger } from "../../src/lib/log.ts";
 import { ChildReaper, parseProcStat, type ProcEntry } from "../../src/envoy/reaper.ts";
+import { testRequiring } from "../support/requires.ts";
 
 test("parseProcStat handles command names with spaces and parentheses", () => {
   const line = "4242 (we(ird) name) Z 1 4242 4242 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 18446744073709551615";
@@ -43,8 +44,6 @@ test("only zombies of ours, not our own children, seen twice are reaped", () => 
   expect(reaper.reaped).toBe(1);
 });
 
-const isRoot = process.getuid?.() === 0;
-
 async function runAsPid1(mode: "reap" | "noreap"): Promise<{ pid: number; zombies: number[]; ownChildExit: number; envoyRunning: boolean }> {
   const p = Bun.spawn(["unshare", "--pid", "--fork", "--mount-proc", process.execPath, `${import.meta.dir}/pid1-main.ts`, mode], {
     stdout: "pipe",
@@ -55,7 +54,7 @@ async function runAsPid1(mode: "reap" | "noreap"): Promise<{ pid: number; zombie
   return JSON.parse(out.trim().split("\n").at(-1)!);
 }
 
-test.if(isRoot)("as PID 1 in a new PID namespace, orphaned grandchildren are reaped", async () => {
+testRequiring({ root: true, tools: ["unshare"], apt: ["util-linux"] }, "as PID 1 in a new PID namespace, orphaned grandchildren are reaped", async () => {
   const [reaped, control] = await Promise.all([runAsPid1("reap"), runAsPid1("noreap")]);
   expect(reaped.pid).toBe(1);
   expect(reaped.envoyRunning).toBe(true);
@@ -65,9 +64,3 @@ test.if(isRoot)("as PID 1 in a new PID namespace, orphaned grandchildren are rea
   expect(control.pid).toBe(1);
   expect(control.zombies.length).toBeGreaterThanOrEqual(1);
 }, 20_000);
-
-if (!isRoot) {
-  test("PID 1 reaping (needs root for unshare --pid)", () => {
-    console.log("skipping the PID-namespace reaping test: not root");
-  });
-}

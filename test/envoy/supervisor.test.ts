@@ -2,6 +2,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { harness, index, within, type Harness } from "./harness.ts";
 import { lifecycleRoutes } from "../../src/envoy/routes.ts";
+import { ManualSleep } from "./manual-sleep.ts";
+import { until } from "../sds/fake-clock.ts";
 
 let h: Harness | undefined;
 afterEach(() => {
@@ -37,8 +39,7 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     expect(h.lines.some((l) => l.includes("drain plan on SIGTERM: POST /drain_listeners?inboundonly&graceful; wait terminationDrainDuration 400ms"))).toBe(true);
     const t0 = Date.now();
     ac.abort(); // the composition root aborts on the first signal
-    await Bun.sleep(50);
-    expect(h.readiness.blockers().map((b) => b.name)).toContain("terminating");
+    await until(() => h!.readiness.blockers().some((b) => b.name === "terminating"), "the terminating blocker");
     expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
     const elapsed = Date.now() - t0;
     const rec = h.records();
@@ -56,34 +57,46 @@ describe("EnvoySupervisor with a fake Envoy", () => {
   });
 
   test("a second shutdown request skips the drain wait", async () => {
-    h = await harness({ drain: { terminationDrainMs: 30_000 } });
+    const clock = new ManualSleep();
+    h = await harness({ drain: { terminationDrainMs: 30_000 }, options: { sleep: clock.sleep } });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     void h.sup.shutdown();
-    await Bun.sleep(150);
+    await clock.next(30_000); // in the terminationDrainDuration wait, which never ends by itself
     expect(h.sup.state).toBe("draining");
     await h.sup.shutdown({ immediate: true });
     expect(await h.sup.exited).toBe(0);
+    expect(clock.pendingMs()).not.toContain(30_000); // the wait was cancelled, not served
     const rec = h.records();
     expect(index(rec, isSignal("SIGTERM"))).toBeGreaterThan(index(rec, isCall("/drain_listeners")));
   });
 
   test("router: drain_listeners?graceful, and EXIT_ON_ZERO_ACTIVE_CONNECTIONS polls until 0", async () => {
+    const clock = new ManualSleep();
     h = await harness({
       fakeEnv: { FAKE_ENVOY_CONNECTIONS: "2" },
-      drain: { sidecar: false, exitOnZeroActiveConnections: true, minimumDrainMs: 100, pollIntervalMs: 100, terminationDrainMs: 60_000 },
+      drain: { sidecar: false, exitOnZeroActiveConnections: true, minimumDrainMs: 700, pollIntervalMs: 100, terminationDrainMs: 60_000 },
+      options: { sleep: clock.sleep },
     });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     void h.sup.shutdown();
-    // Still 2 connections: keep polling.
-    await Bun.sleep(600);
-    expect(h.sup.state).toBe("draining");
+    (await clock.next(700)).release(); // minimum drain over
+    expect(h.records().filter(isCall("/stats"))).toHaveLength(0); // no poll before it
+    // Two polls see 2 connections; each is followed by the next poll interval (the sentinel that
+    // the answer was handled and did not end the drain).
+    for (let i = 1; i <= 2; i++) {
+      (await clock.next(100)).release();
+      await until(() => h!.lines.filter((l) => l.includes("There are still 2 active connections")).length === i, `poll ${i} handled`);
+      await clock.next(100);
+      expect(h.sup.state).toBe("draining");
+    }
     const polls = h.records().filter(isCall("/stats"));
-    expect(polls.length).toBeGreaterThanOrEqual(2);
+    expect(polls).toHaveLength(2);
     expect(polls[0]!.query).toBe("usedonly&filter=downstream_cx_active%24");
-    expect(h.lines.some((l) => l.includes("There are still 2 active connections"))).toBe(true);
+    expect(h.records().some(isSignal("SIGTERM"))).toBe(false);
     await h.admin("/fake/connections?n=0");
+    (await clock.next(100)).release();
     expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
     const rec = h.records();
     expect(rec.find(isCall("/drain_listeners"))!.query).toBe("graceful");
@@ -126,10 +139,12 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     expect(h.readiness.isReady()).toBe(true); // as Istio's DrainNow: /drain alone does not fail readiness
     const drain = h.records().find(isCall("/drain_listeners"))!;
     expect(drain.query).toBe("inboundonly&graceful&skip_exit");
-    await Bun.sleep(100);
-    expect(h.records().some(isSignal("SIGTERM"))).toBe(false); // Envoy keeps running while drained
     const t0 = Date.now();
     await within(h.sup.shutdown(), 5000, "shutdown after drain");
+    // Envoy kept running while drained: the only SIGTERM came after shutdown was asked for.
+    const sigterms = h.records().filter(isSignal("SIGTERM"));
+    expect(sigterms).toHaveLength(1);
+    expect(sigterms[0]!.t).toBeGreaterThanOrEqual(t0);
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(h.records().filter(isCall("/drain_listeners"))).toHaveLength(1);
     expect(h.lines.some((l) => l.includes("drained -> stopping (shutdown requested, already drained)"))).toBe(true);

@@ -11,7 +11,7 @@ beforeAll(() => {
 });
 afterAll(() => box?.cleanup());
 
-const ENV = { POD_NAME: "app-0", POD_NAMESPACE: "demo", INSTANCE_IP: "10.9.8.7", DISABLE_ENVOY: "true" };
+const ENV = { POD_NAME: "app-0", POD_NAMESPACE: "demo", INSTANCE_IP: "10.9.8.7", DISABLE_ENVOY: "true", CLOUD_PLATFORM: "none" };
 
 async function runBounded(args: string[], ms: number): Promise<{ code: number | null; err: string; ms: number }> {
   const t0 = performance.now();

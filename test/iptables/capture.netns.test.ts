@@ -2,20 +2,17 @@
 // outbound redirect to 15001 with SO_ORIGINAL_DST, proxy UID not redirected, inbound to 15006,
 // excluded ports and CIDRs pass, a second apply changes nothing, --cleanup-only removes it all.
 
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect, createPair, iptables, isRoot, missingTools, parse, saveState, startHelper, type Helper, type Pair } from "./netns.ts";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { describeRequiring } from "../support/requires.ts";
+import { connect, createPair, iptables, parse, saveState, startHelper, type Helper, type Pair } from "./netns.ts";
 
-const root = isRoot();
-if (!root) console.log("skipping real-packet iptables tests: they need root (network namespaces)");
-
-describe.skipIf(!root)("default capture on real packets (nft)", () => {
+describeRequiring({ root: true, tools: ["ip", "iptables-nft", "iptables-nft-save", "setpriv"], apt: ["iproute2", "iptables", "util-linux"] }, "default capture on real packets (nft)", () => {
   let pair: Pair;
   const helpers: Helper[] = [];
   const capture = (p: Pair) => ["-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", `${p.peerIP2}/32`, "-b", "*", "-d", "15020", "-o", "8081"];
   let firstApply: { code: number; out: string; err: string };
 
   beforeAll(async () => {
-    expect(missingTools(["ip", "iptables-nft", "setpriv"])).toEqual([]);
     pair = createPair(11);
     firstApply = iptables(pair.pod, capture(pair), { FORCE_IPTABLES_BINARY: "nft" });
     for (const port of [15001, 15006, 15020]) helpers.push(await startHelper(pair.pod, "listen.ts", [String(port)]));

@@ -2,13 +2,11 @@
 // DNS to the resolv.conf server redirected to 15053 (dig), TPROXY keeping the original source,
 // and NFLOG trace lines from the tracer component.
 
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect, createPair, iptables, isRoot, missingTools, must, parse, saveState, setResolvConf, sh, startHelper, type Helper, type Pair } from "./netns.ts";
+import { afterAll, expect, test } from "bun:test";
+import { describeRequiring } from "../support/requires.ts";
+import { connect, createPair, iptables, must, parse, saveState, setResolvConf, sh, startHelper, type Helper, type Pair } from "./netns.ts";
 
-const root = isRoot();
-if (!root) console.log("skipping real-packet iptables mode tests: they need root (network namespaces)");
-
-describe.skipIf(!root)("capture modes on real packets", () => {
+describeRequiring({ root: true, tools: ["ip", "iptables-legacy", "iptables-legacy-save", "iptables-nft", "iptables-nft-save", "setpriv", "dig"], apt: ["iproute2", "iptables", "util-linux", "dnsutils"] }, "capture modes on real packets", () => {
   const pairs: Pair[] = [];
   const helpers: Helper[] = [];
   const pair = (n: number) => {
@@ -21,9 +19,6 @@ describe.skipIf(!root)("capture modes on real packets", () => {
     helpers.push(h);
     return h;
   };
-  beforeAll(() => {
-    expect(missingTools(["ip", "iptables-legacy", "iptables-nft", "setpriv", "dig"])).toEqual([]);
-  });
   afterAll(async () => {
     for (const h of helpers) await h.kill();
     for (const p of pairs) p.destroy();

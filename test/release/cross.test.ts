@@ -21,7 +21,7 @@ const RUN_MS = 30_000;
 const LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 function run(root: TargetRoot, args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const r = Bun.spawnSync(root.argv(args), { cwd: root.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe", timeout: RUN_MS });
+  const r = Bun.spawnSync(root.argv(args), { cwd: root.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLOUD_PLATFORM: "none" }, stdout: "pipe", stderr: "pipe", timeout: RUN_MS });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 

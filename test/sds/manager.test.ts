@@ -18,7 +18,8 @@ import { createSecretManager, WARMED_BLOCKER, type SecretManager } from "../../s
 import { sdsCodec } from "../../src/sds/proto.ts";
 import { SDS_SERVICE } from "../../src/sds/server.ts";
 import { FakeCa } from "../support/fake-ca.ts";
-import { verifyChain } from "../ca/openssl.ts";
+import { OPENSSL, verifyChain } from "../ca/openssl.ts";
+import { testRequiring } from "../support/requires.ts";
 import { FakeClock, until } from "./fake-clock.ts";
 
 const codec = sdsCodec();
@@ -82,7 +83,7 @@ function start(cfg: AgentConfig, clock?: FakeClock) {
 }
 
 describe("createSecretManager", () => {
-  test("warms default and ROOTCA, serves SDS on the workload socket, writes OUTPUT_CERTS 0600", async () => {
+  testRequiring(OPENSSL, "warms default and ROOTCA, serves SDS on the workload socket, writes OUTPUT_CERTS 0600", async () => {
     root = mkdtempSync(join(tmpdir(), "mgr-"));
     const cfg = await withCa({ OUTPUT_CERTS: "./out" });
     const { readiness, started, log } = start(cfg);
@@ -155,7 +156,7 @@ describe("createSecretManager", () => {
     expect(statSync(path).isSocket()).toBe(true);
   });
 
-  test("CA_PROVIDER=local signs in process; the chain verifies to the local root", async () => {
+  testRequiring(OPENSSL, "CA_PROVIDER=local signs in process; the chain verifies to the local root", async () => {
     root = mkdtempSync(join(tmpdir(), "mgr-"));
     const { readiness, started, mgr: m } = start(config({ CA_PROVIDER: "local", ECC_SIGNATURE_ALGORITHM: "ECDSA" }));
     await started;

@@ -69,22 +69,36 @@ describe("StreamSecrets (SotW, Istio semantics)", () => {
     expect(tls.kind).toBe("tls");
     s.send(["default"], first.nonce); // ACK
     s.send(["default", "ROOTCA"], "stale-nonce"); // ignored
-    await Bun.sleep(100);
-    expect(s.got.length).toBe(1);
+    // Sentinel: the next request is answered; an answer to the stale one would come before it
+    // (and would make this one's nonce stale).
     s.send(["default", "ROOTCA"], first.nonce); // added ROOTCA only
-    await until(() => s.got.length === 2, "added-name response");
+    await until(() => s.got.length >= 2, "added-name response");
     expect(s.got[1]!.resources.map((x) => x.name)).toEqual(["ROOTCA"]);
     expect(s.got[1]!.resources[0]).toMatchObject({ kind: "root", trustedCa: r.ca.caRootPem });
-    s.send(["default", "ROOTCA"], s.got[1]!.nonce, "bad cert"); // NACK
-    await Bun.sleep(50);
-    expect(s.got.length).toBe(2);
+    s.send(["default", "ROOTCA"], s.got[1]!.nonce, "bad cert"); // NACK: no answer
+    s.send(["ROOTCA"], ""); // sentinel: an empty nonce is always answered, with just ROOTCA
+    await until(() => s.got.length >= 3, "sentinel response after the NACK");
+    expect(s.got[2]!.resources.map((x) => x.name)).toEqual(["ROOTCA"]);
     expect(r.log.lines.some((l) => l.includes("Envoy rejected") && l.includes("bad cert"))).toBe(true);
-    s.send([], s.got[1]!.nonce); // unsubscribe
-    await Bun.sleep(50);
+
+    const unsubscribedBefore = r.log.lines.filter((l) => l.includes("SDS: client unsubscribed")).length;
+    s.send([], s.got[2]!.nonce); // unsubscribe
+    await until(() => r.log.lines.filter((l) => l.includes("SDS: client unsubscribed")).length > unsubscribedBefore, "unsubscribe handled");
+    // A second stream still watching ROOTCA sees the push; the push to the first stream (if any)
+    // is queued in the same call, so an answer to a request sent afterwards would follow it.
+    const watcher = sotw();
+    watcher.send(["ROOTCA", "default"]);
+    await until(() => watcher.got.length === 1, "watcher's first response");
+    watcher.send(["ROOTCA", "default"], watcher.got[0]!.nonce);
     r.cache.updateTrustBundle([(await import("../../src/ca/local.ts").then((m) => m.LocalCa.generate())).rootPem]);
-    await Bun.sleep(200);
-    expect(s.got.length).toBe(2); // unsubscribed: no push
+    // Both pushes (the new ROOTCA, and default re-issued for the new bundle) reached the watcher.
+    const pushed = () => watcher.got.slice(1).flatMap((m) => m.resources.map((x) => x.name));
+    await until(() => pushed().includes("ROOTCA") && pushed().includes("default"), "pushes to the stream still watching");
+    s.send(["default"], ""); // sentinel
+    await until(() => s.got.length >= 4, "sentinel response after the push");
+    expect(s.got[3]!.resources.map((x) => x.name)).toEqual(["default"]); // unsubscribed: no push before it
     s.end();
+    watcher.end();
   });
 
   test("pushes a new version to every watcher after rotation", async () => {
@@ -185,12 +199,27 @@ describe("FetchSecrets and DeltaSecrets (beyond Istio)", () => {
     await until(() => got.length === 2, "delta push after rotation");
     expect(got[1]!.resources.map((x) => x.name)).toEqual(["default"]);
     expect(got[1]!.resources[0]!.version).not.toBe(got[0]!.resources[0]!.version);
-    call.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesUnsubscribe: ["default"], responseNonce: got[1]!.nonce }));
-    await Bun.sleep(50);
+    // Unsubscribe; a name that does not exist in the same request is answered with "removed",
+    // which shows the request was handled.
+    call.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesUnsubscribe: ["default"], resourceNamesSubscribe: ["nope-1"], responseNonce: got[1]!.nonce }));
+    await until(() => got.length === 3, "removal of nope-1");
+    expect(got[2]!.removed).toEqual(["nope-1"]);
+    // A second stream still subscribed sees the next rotation; a push to the first stream would
+    // be queued in the same call, before the answer to a request sent afterwards.
+    const other = client.makeBidiStreamRequest(`/${SDS_SERVICE}/DeltaSecrets`, pass, pass);
+    const otherGot: ReturnType<typeof codec.decodeDeltaResponse>[] = [];
+    other.on("data", (b: Buffer) => otherGot.push(codec.decodeDeltaResponse(b)));
+    other.on("error", () => {});
+    other.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesSubscribe: ["default"] }));
+    await until(() => otherGot.length === 1, "second stream's first response");
     r.clock.advance(r.clock.nextAt()! - r.clock.now());
-    await Bun.sleep(300);
-    expect(got.length).toBe(2);
+    await until(() => otherGot.length === 2, "rotation push to the second stream");
+    call.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesSubscribe: ["nope-2"] }));
+    await until(() => got.length >= 4, "removal of nope-2");
+    expect(got[3]!.removed).toEqual(["nope-2"]); // no push of "default" before it
+    expect(got[3]!.resources).toEqual([]);
     call.end();
+    other.end();
   });
 });
 

@@ -4,6 +4,11 @@ import { newRegistry } from "../../src/lib/metrics.ts";
 import { rewriteHostPort } from "../../src/status/apphandler.ts";
 import { StatusServer } from "../../src/status/server.ts";
 import { closedPort, nonLoopbackIPv4, selfSignedCert, startGrpcHealthApp, startHttpApp, startTcpApp } from "../support/status-apps.ts";
+import { testRequiring, unmet, type Requirements } from "../support/requires.ts";
+import { OPENSSL } from "../ca/openssl.ts";
+
+const NON_LOOPBACK_IP = nonLoopbackIPv4();
+const HAS_NON_LOOPBACK: Requirements = { check: () => (NON_LOOPBACK_IP === undefined ? "a non-loopback IPv4 address on this machine" : undefined) };
 
 const cleanups: (() => unknown)[] = [];
 const logs = memoryLogger();
@@ -35,7 +40,8 @@ beforeAll(async () => {
     },
     "/not-modified": () => new Response(null, { status: 304 }),
   }, { hostname: "0.0.0.0" });
-  https = startHttpApp({ "/secure": () => new Response("tls ok") }, { tls: selfSignedCert() });
+  // Without openssl (no certificate) the app is plain HTTP and the HTTPS test is a recorded skip.
+  https = startHttpApp({ "/secure": () => new Response("tls ok") }, unmet(OPENSSL) ? {} : { tls: selfSignedCert() });
   tcp = await startTcpApp();
   grpcApp = await startGrpcHealthApp({ "": 1, down: 2 });
   grpcSlow = await startGrpcHealthApp({ "": 1 }, { delayMs: 3000 });
@@ -146,7 +152,7 @@ describe("httpGet app probes", () => {
     expect(logs.lines.some((l) => l.includes("stopped after 10 redirects"))).toBe(true);
   });
 
-  test("HTTPS without certificate verification", async () => {
+  testRequiring(OPENSSL, "HTTPS without certificate verification", async () => {
     expect(await probe("/app-health/tls/livez")).toEqual({ status: 200, body: "tls ok" });
     expect(https.seen.at(-1)!.remote).toMatch(/127\.0\.0\.6$/);
   });
@@ -200,8 +206,8 @@ describe("unknown and invalid probe paths", () => {
 });
 
 describe("probe to the pod IP from 127.0.0.6", () => {
-  const ip = nonLoopbackIPv4();
-  test.if(ip !== undefined)("reaches the app on a non-loopback local address, leaving from 127.0.0.6", async () => {
+  const ip = NON_LOOPBACK_IP;
+  testRequiring(HAS_NON_LOOPBACK, "reaches the app on a non-loopback local address, leaving from 127.0.0.6", async () => {
     const s = new StatusServer({
       port: 0,
       hostname: "127.0.0.1",
@@ -215,7 +221,6 @@ describe("probe to the pod IP from 127.0.0.6", () => {
     expect(r.status).toBe(200);
     expect(lastSeen("/ok").remote).toMatch(/127\.0\.0\.6$/);
   });
-  if (ip === undefined) console.log("no non-loopback IPv4 address on this machine: pod-IP probe test skipped");
 });
 
 test("rewriteHostPort", () => {

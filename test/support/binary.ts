@@ -1,14 +1,48 @@
 // Runs the compiled agent (dist/agent) the way a pod or VM would: copied into a fresh temp
 // directory that is also its working directory, with no node_modules, .proto files or Bun near it.
 
-import { copyFileSync, existsSync, mkdtempSync, rmSync, chmodSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, chmodSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 
-export const DIST_AGENT = resolve(import.meta.dir, "../../dist/agent");
+const REPO = resolve(import.meta.dir, "../..");
+export const DIST_AGENT = join(REPO, "dist/agent");
+/** What the binary is built from: a change to any of these after the build makes it stale. */
+export const BINARY_INPUTS = ["src", "proto", "native", "build.ts", "package.json"];
 
+/** The newest file among `inputs` (files or directories, searched recursively). */
+export function newestInput(root: string, inputs: readonly string[]): { path: string; mtimeMs: number } | undefined {
+  let newest: { path: string; mtimeMs: number } | undefined;
+  const visit = (path: string) => {
+    let st;
+    try {
+      st = statSync(path);
+    } catch {
+      return;
+    }
+    if (st.isDirectory()) {
+      for (const e of readdirSync(path)) visit(join(path, e));
+    } else if (st.isFile() && (!newest || st.mtimeMs > newest.mtimeMs)) {
+      newest = { path, mtimeMs: st.mtimeMs };
+    }
+  };
+  for (const i of inputs) visit(join(root, i));
+  return newest;
+}
+
+/** Why the binary at `bin` cannot be trusted to be built from the inputs under `root`, if so. */
+export function staleBinaryReason(bin: string, root: string, inputs: readonly string[] = BINARY_INPUTS): string | undefined {
+  if (!existsSync(bin)) return `${bin} is missing`;
+  const built = statSync(bin).mtimeMs;
+  const newest = newestInput(root, inputs);
+  if (newest && newest.mtimeMs > built) return `${bin} is older than ${relative(root, newest.path)} (stale binary)`;
+  return undefined;
+}
+
+/** Refuses to run binary tests against a missing or stale dist/agent. */
 export function requireBinary(): void {
-  if (!existsSync(DIST_AGENT)) throw new Error(`${DIST_AGENT} is missing: run \`node_modules/.bin/bun build.ts --host\` (npm test does) first`);
+  const why = staleBinaryReason(DIST_AGENT, REPO);
+  if (why) throw new Error(`${why}: run \`node_modules/.bin/bun build.ts --host\` (npm test does) first`);
 }
 
 export interface Sandbox {
@@ -34,8 +68,14 @@ export interface Running {
   waitFor(re: RegExp, ms?: number): Promise<string>;
 }
 
+/**
+ * Agents started by tests never probe the link-local cloud metadata address from the host's
+ * network (Istio's default when CLOUD_PLATFORM is unset); a test that wants a platform sets it.
+ */
+export const NO_CLOUD: Record<string, string> = { CLOUD_PLATFORM: "none" };
+
 export function start(bin: string, args: string[], opts: { cwd: string; env?: Record<string, string> }): Running {
-  const proc = Bun.spawn([bin, ...args], { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...opts.env }, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([bin, ...args], { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...NO_CLOUD, ...opts.env }, stdout: "pipe", stderr: "pipe" });
   let text = "";
   const waiters: { re: RegExp; resolve: (s: string) => void }[] = [];
   const pump = async (stream: ReadableStream<Uint8Array>) => {

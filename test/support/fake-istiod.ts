@@ -24,6 +24,7 @@ export interface TestPki {
 export function makeTestPki(dir: string, sans: string[] = []): TestPki {
   mkdirSync(dir, { recursive: true });
   const p = (f: string) => join(dir, f);
+  if (Bun.which("openssl") === null) throw new Error("makeTestPki: the openssl CLI is needed to make the test PKI (apt-get install openssl)");
   const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", p("ca-key.pem"), "-out", p("ca.pem"), "-days", "2", "-subj", "/O=test/CN=test-root", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
   const leaf = (name: string, ext: string) => {
@@ -87,6 +88,8 @@ export const ADS_SERVICE_DEF = { StreamAggregatedResources: method("StreamAggreg
 export class FakeStream {
   readonly requests: DecodedRequest[] = [];
   readonly metadata: Record<string, string>;
+  /** The client certificate the TLS peer presented (DER), if any. */
+  readonly peerCertDer: Buffer | undefined;
   readonly closed: Promise<void>;
   private waiters: { pred: (r: DecodedRequest) => boolean; resolve: (r: DecodedRequest) => void; from: number }[] = [];
   private nonce = 0;
@@ -100,6 +103,8 @@ export class FakeStream {
     private readonly types: ReturnType<typeof discoveryTypes>,
   ) {
     this.metadata = Object.fromEntries(Object.entries(call.metadata.getMap()).map(([k, v]) => [k, String(v)]));
+    const peer = call.getAuthContext?.()?.sslPeerCertificate;
+    this.peerCertDer = peer?.raw && peer.raw.length > 0 ? Buffer.from(peer.raw) : undefined;
     this.closed = new Promise((r) => {
       call.on("close", () => r());
       call.on("cancelled", () => r());

@@ -42,20 +42,28 @@ describe("peekResponseType", () => {
   test.each(cases)("%s", (_n, msg, isDelta, want) => {
     expect(peekResponseType(msg, msg.length, msg.length, isDelta)).toBe(want);
   });
+  // The scanner gets only the bytes that have arrived: a buffer cut at `avail`, so reading past it
+  // is visible (undefined bytes) instead of silently seeing the rest of the message.
   test("decides early on a large message: within the first 200 bytes", () => {
     const msg = sotw({ typeUrl: CDS, versionInfo: "v1", resources: [{ typeUrl: CDS, value: big }] });
     let decidedAt = -1;
-    for (let n = 0; n <= msg.length && decidedAt < 0; n++) if (peekResponseType(msg, n, msg.length, false) !== null) decidedAt = n;
+    for (let n = 0; n <= msg.length && decidedAt < 0; n++) if (peekResponseType(msg.subarray(0, n), n, msg.length, false) !== null) decidedAt = n;
     expect(decidedAt).toBeGreaterThan(0);
     expect(decidedAt).toBeLessThan(200);
   });
   test("every prefix of a message says 'need more' or the final answer, never something else", () => {
     for (const [, msg, isDelta, want] of cases) {
       for (let n = 0; n <= Math.min(msg.length, 400); n++) {
-        const t = peekResponseType(msg, n, msg.length, isDelta);
+        const t = peekResponseType(Uint8Array.prototype.slice.call(msg, 0, n), n, msg.length, isDelta);
         if (t !== null) expect(t).toBe(want);
       }
     }
+  });
+  test("a prefix that ends inside a type_url string needs more bytes", () => {
+    const msg = sotw({ typeUrl: CDS, resources: [{ typeUrl: CDS, value: new Uint8Array(10) }] });
+    const at = msg.indexOf(Buffer.from(CDS)); // first type_url: the resource's
+    for (const n of [at, at + 1, at + CDS.length - 1]) expect(peekResponseType(msg.subarray(0, n), n, msg.length, false)).toBeNull();
+    expect(peekResponseType(msg.subarray(0, at + CDS.length), at + CDS.length, msg.length, false)).toBe(CDS);
   });
   test.each([
     ["field number 0", [0x02, 0x00]],

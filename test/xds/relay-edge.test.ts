@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import * as grpc from "@grpc/grpc-js";
-import { copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { CDS, LDS, TYPES, metricValue, startHarness, harnessScope } from "./harness.ts";
 import { makeTestPki } from "../support/fake-istiod.ts";
@@ -113,7 +114,10 @@ describe("xds proxy: upstream dialing", () => {
     copyFileSync(scope.h.pki.caCert, join(prov, "root-cert.pem"));
     client().send({ typeUrl: CDS });
     const up = await scope.h.istiod.nextStream();
-    await up.nextRequest();
+    expect((await up.nextRequest()).typeUrl).toBe(CDS);
+    // The certificate istiod saw is the one from PROV_CERT (compared as DER with node's parser).
+    const want = new X509Certificate(readFileSync(scope.h.pki.clientCert)).raw;
+    expect(up.peerCertDer?.toString("hex")).toBe(want.toString("hex"));
   });
 
   test("plaintext with controlPlaneAuthPolicy NONE", async () => {

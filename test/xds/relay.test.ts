@@ -41,8 +41,12 @@ describe("xds proxy: SotW", () => {
     await up.nextRequest((r) => r.typeUrl === NAME_TABLE_TYPE);
     await up.nextRequest((r) => r.typeUrl === PROXY_CONFIG_TYPE);
     envoy.send({ typeUrl: LDS, versionInfo: "x" });
-    await up.nextRequest((r) => r.typeUrl === LDS && r.versionInfo === "x");
+    // A second subscription would follow the "x" request upstream: wait for a later request
+    // (the sentinel) before asserting there was none.
+    envoy.send({ typeUrl: CDS, versionInfo: "sentinel" });
+    await up.nextRequest((r) => r.typeUrl === CDS && r.versionInfo === "sentinel");
     expect(up.requests.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length).toBe(1);
+    expect(up.requests.filter((r) => r.typeUrl === PROXY_CONFIG_TYPE).length).toBe(1);
 
     up.send({ typeUrl: NAME_TABLE_TYPE, versionInfo: "7", nonce: "nt1", resources: [{ typeUrl: NAME_TABLE_TYPE, value: Buffer.from("table-1") }] });
     const ack = await up.nextRequest((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce === "nt1");

@@ -4,7 +4,7 @@
 
 import { ExecFault } from "./errors.ts";
 import { sprint, sprintf, sprintln } from "./fmt.ts";
-import { isGoPrintable } from "./strconv.ts";
+import { isGoPrintable } from "../../lib/strconv.ts";
 import { isTrue, kindOf, mapGet, mapSize, numberValue, typeName, type Kind } from "./values.ts";
 
 export interface TemplateFunc {

@@ -3,7 +3,7 @@
 // (- + # 0 space), width and precision (including *), and Go's error forms (%!d(string=x),
 // %!v(MISSING), %!(EXTRA ...)).
 
-import { goQuote } from "./strconv.ts";
+import { goQuote } from "../../lib/strconv.ts";
 import { formatGoFloat, formatValue, GoFloat, GoStringer, kindOf, typeName } from "./values.ts";
 
 export function sprint(args: unknown[]): string {

@@ -17,7 +17,7 @@ export { TemplateError } from "./errors.ts";
 export { fn, type FuncMap, type TemplateFunc } from "./builtins.ts";
 export { GoFloat, GoStringer, GoStruct, formatValue, isTrue } from "./values.ts";
 export { goJsonMarshal, goJsonIndent, goJsonString } from "./json.ts";
-export { goQuote, goUnquote, QuoteError } from "./strconv.ts";
+export { goQuote, goUnquote, QuoteError } from "../../lib/strconv.ts";
 
 export interface TemplateOptions {
   /** Functions added to the builtins (they override builtins of the same name, as Funcs does in Go). */

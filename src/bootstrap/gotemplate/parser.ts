@@ -4,7 +4,7 @@
 
 import type { Arg, Command, Node, Pipe } from "./ast.ts";
 import { lex, LexError, type Token, type TokKind } from "./lexer.ts";
-import { goUnquote, QuoteError } from "./strconv.ts";
+import { goUnquote, QuoteError } from "../../lib/strconv.ts";
 
 export class ParseFault extends Error {
   override name = "ParseFault";

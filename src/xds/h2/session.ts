@@ -28,7 +28,7 @@ import {
   writeFrameHeader,
 } from "./frames.ts";
 import { HpackDecoder, HpackError, encodeHeaders, type HeaderList } from "./hpack.ts";
-import { H2Stream } from "./stream.ts";
+import { H2Stream, type StreamHost } from "./stream.ts";
 import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
@@ -73,7 +73,7 @@ export interface H2SessionOptions {
 
 type ParseState = "preface" | "header" | "payload" | "data";
 
-export class H2Session {
+export class H2Session implements StreamHost {
   readonly streams = new Map<number, H2Stream>();
   closed = false;
   /** The peer's GOAWAY, once received. */

@@ -3,7 +3,31 @@
 
 import { H2Code } from "./frames.ts";
 import type { HeaderList } from "./hpack.ts";
-import type { H2Session } from "./session.ts";
+
+/**
+ * What a stream needs from the connection it lives on (the session implements it). The stream
+ * owns this interface so that it does not depend on the session's module.
+ */
+export interface StreamHost {
+  /** The peer's SETTINGS_INITIAL_WINDOW_SIZE: a new stream's send window. */
+  readonly peerInitialWindow: number;
+  /** Our initial window per stream: a new stream's receive window. */
+  readonly streamWindow: number;
+  /** Bytes a stream may queue before write() asks its caller to wait. */
+  readonly highWaterMark: number;
+  /** The socket refused the last write; streams wait for its drain. */
+  readonly socketBlocked: boolean;
+  sendHeaders(id: number, headers: HeaderList, endStream: boolean): void;
+  sendReset(id: number, code: number): void;
+  /** Writes what the stream has queued, as far as windows and the socket allow. */
+  pump(s: H2Stream): void;
+  /** Returns receive credit to the peer (WINDOW_UPDATE) once enough has been consumed, or now when forced. */
+  releaseCredit(s: H2Stream, force: boolean): void;
+  /** The stream is closed both ways: forget it. */
+  streamClosed(s: H2Stream): void;
+  /** Activity on a stream (HEADERS or DATA sent): keepalive ping strikes start over. */
+  resetPingStrikes(): void;
+}
 
 export interface H2StreamHandlers {
   /** Response headers (client), or trailers (`endStream` set) on either side. */
@@ -39,7 +63,7 @@ export class H2Stream {
   private wantDrain = false;
 
   constructor(
-    private readonly session: H2Session,
+    private readonly session: StreamHost,
     readonly id: number,
   ) {
     this.sendWindow = session.peerInitialWindow;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { FlagError, parseFlags, parseGoInt, type FlagSpec } from "../../src/cli/flags.ts";
+import { FlagError, parseFlags, parseGoInt, type FlagSpec } from "../../src/lib/flags.ts";
 
 const specs: FlagSpec[] = [
   { name: "domain", type: "string", default: "", usage: "" },

@@ -7,7 +7,7 @@
 // Unknown flags are either an error or collected (cobra's FParseErrWhitelist.UnknownFlags); like
 // pflag, an unknown `--flag value` swallows the next argument when it does not start with `-`.
 
-import { formatGoDuration, parseGoDuration } from "../lib/duration.ts";
+import { formatGoDuration, parseGoDuration } from "./duration.ts";
 
 export type FlagType = "string" | "bool" | "int" | "stringArray" | "duration";
 

@@ -1,0 +1,283 @@
+// The local Wasm module cache (Istio's pkg/wasm/cache.go): modules are files
+// <dir>/<sha256(module name)>/<sha256 of the binary>.wasm, where the module name is the URL
+// without an OCI tag or digest. Lookups go by (name, checksum); a URL without a checksum finds its
+// last known checksum, honouring the pull policy and the WasmPlugin's resource version as Istio
+// does. Entries untouched for WASM_MODULE_EXPIRY are removed by purge() (run every
+// WASM_PURGE_INTERVAL) — except a module some resource's latest config points Envoy at, which is
+// never deleted under it. Concurrent requests for the same module share one download.
+
+import { createHash } from "node:crypto";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "../lib/log.ts";
+import type { Clock } from "./clock.ts";
+import type { HttpFetcher } from "./http-fetcher.ts";
+import type { FetchResult, WasmMetrics } from "./metrics.ts";
+import type { OciFetcher } from "./oci.ts";
+import { parseImageReference } from "./oci-reference.ts";
+import type { GetOptions, ModuleSource, PullPolicy } from "./types.ts";
+import { isValidWasmBinary } from "./unbox.ts";
+
+export class WasmCacheError extends Error {
+  override name = "WasmCacheError";
+}
+
+export interface CacheOptions {
+  dir: string;
+  moduleExpiryMs: number;
+  /** WASM_INSECURE_REGISTRIES: hosts (host[:port]) whose TLS is not verified; "*" = all. */
+  insecureRegistries: ReadonlySet<string>;
+}
+
+export interface CacheDeps {
+  http: Pick<HttpFetcher, "fetch">;
+  oci: Pick<OciFetcher, "prepareFetch">;
+  metrics: WasmMetrics;
+  log: Logger;
+  clock: Clock;
+}
+
+interface Entry {
+  modulePath: string;
+  last: number;
+  referencingUrls: Set<string>;
+}
+
+interface ChecksumEntry {
+  checksum: string;
+  resourceVersionByResource: Map<string, string>;
+}
+
+interface Key {
+  name: string;
+  checksum: string;
+  url: string;
+  resourceName: string;
+  resourceVersion: string;
+}
+
+const OCI_PREFIX = "oci://";
+
+function moduleKey(name: string, checksum: string): string {
+  return `${name}\0${checksum}`;
+}
+
+/** The module's identity without tag or digest (moduleNameFromURL). */
+export function moduleNameFromUrl(url: string): string {
+  if (url.startsWith(OCI_PREFIX)) {
+    const ref = parseImageReference(url.slice(OCI_PREFIX.length));
+    if (ref) return OCI_PREFIX + ref.repositoryName;
+  }
+  return url;
+}
+
+/** cache.go shouldIgnoreResourceVersion: default is IfNotPresent except oci `:latest`. */
+export function shouldIgnoreResourceVersion(policy: PullPolicy, u: URL): boolean {
+  if (policy === "Always") return false;
+  if (policy === "IfNotPresent") return true;
+  return u.protocol !== "oci:" || !u.pathname.endsWith(":latest");
+}
+
+export class ModuleCache implements ModuleSource {
+  private readonly modules = new Map<string, Entry>();
+  private readonly checksums = new Map<string, ChecksumEntry>();
+  private readonly inflight = new Map<string, Promise<Entry>>();
+  /** resource name -> the module file its latest converted config uses. */
+  private readonly inUse = new Map<string, string>();
+
+  constructor(
+    private readonly o: CacheOptions,
+    private readonly d: CacheDeps,
+  ) {}
+
+  get size(): number {
+    return this.modules.size;
+  }
+
+  async get(url: string, opts: GetOptions): Promise<string> {
+    const key: Key = { name: moduleNameFromUrl(url), checksum: opts.checksum, url, resourceName: opts.resourceName, resourceVersion: opts.resourceVersion };
+    const e = await this.getOrFetch(key, opts);
+    if (opts.resourceName) this.inUse.set(opts.resourceName, e.modulePath);
+    return e.modulePath;
+  }
+
+  private allowInsecure(host: string): boolean {
+    return this.o.insecureRegistries.has("*") || this.o.insecureRegistries.has(host);
+  }
+
+  private async getOrFetch(key: Key, opts: GetOptions): Promise<Entry> {
+    let u: URL;
+    try {
+      u = new URL(key.url);
+    } catch {
+      throw new WasmCacheError(`fail to parse Wasm module fetch url: ${key.url}`);
+    }
+    const found = this.getEntry(key, shouldIgnoreResourceVersion(opts.pullPolicy, u));
+    if (found.entry) return found.entry;
+    key.checksum = found.checksum;
+    const flightKey = `${key.url}\0${key.checksum}\0${opts.pullPolicy}`;
+    const running = this.inflight.get(flightKey);
+    if (running) {
+      const e = await running;
+      this.updateChecksum({ ...key, checksum: checksumOfPath(e.modulePath) });
+      return e;
+    }
+    const p = this.fetch(key, opts, u);
+    this.inflight.set(flightKey, p);
+    try {
+      return await p;
+    } finally {
+      this.inflight.delete(flightKey);
+    }
+  }
+
+  private failed(result: FetchResult, message: string): never {
+    this.d.metrics.remoteFetches.inc({ result });
+    throw new WasmCacheError(message);
+  }
+
+  private async fetch(key: Key, opts: GetOptions, u: URL): Promise<Entry> {
+    const insecure = this.allowInsecure(u.host);
+    const signal = AbortSignal.timeout(Math.max(1, opts.requestTimeoutMs));
+    let bytes: Uint8Array | undefined;
+    let fetchBinary: (() => Promise<Uint8Array>) | undefined;
+    let digest: string;
+    switch (u.protocol) {
+      case "http:":
+      case "https:":
+        try {
+          bytes = await this.d.http.fetch(key.url, insecure, signal);
+        } catch (e) {
+          this.failed("download_failure", (e as Error).message);
+        }
+        digest = sha256Hex(bytes!);
+        break;
+      case "oci:":
+        try {
+          const prepared = await this.d.oci.prepareFetch(key.url.slice(OCI_PREFIX.length), { insecure, pullSecret: opts.pullSecret, signal });
+          digest = prepared.digest;
+          fetchBinary = prepared.fetchBinary;
+        } catch (e) {
+          this.failed("manifest_failure", `could not fetch Wasm OCI image: ${(e as Error).message}`);
+        }
+        break;
+      default:
+        throw new WasmCacheError(`unsupported Wasm module downloading URL scheme: ${u.protocol.replace(/:$/, "")}`);
+    }
+    if (key.checksum === "") {
+      key.checksum = digest!;
+      const again = this.getEntry(key, true);
+      if (again.entry) return again.entry;
+    } else if (digest! !== key.checksum) {
+      this.failed("checksum_mismatched", `module downloaded from ${key.url} has checksum ${digest!}, which does not match: ${key.checksum}`);
+    }
+    if (fetchBinary) {
+      try {
+        bytes = await fetchBinary();
+      } catch (e) {
+        this.failed("download_failure", `could not fetch Wasm binary: ${(e as Error).message}`);
+      }
+    }
+    if (!isValidWasmBinary(bytes!)) this.failed("fetch_failure", `fetched Wasm binary from ${key.url} is invalid`);
+    this.d.metrics.remoteFetches.inc({ result: "success" });
+    key.checksum = digest!;
+    return this.addEntry(key, bytes!);
+  }
+
+  /** cache.go updateChecksum: remember the checksum of tagged OCI and http(s) URLs. */
+  private updateChecksum(key: Key): boolean {
+    const need = !key.url.startsWith(OCI_PREFIX) || !key.url.includes("@");
+    if (need) {
+      let ce = this.checksums.get(key.url);
+      if (!ce) {
+        ce = { checksum: "", resourceVersionByResource: new Map() };
+        this.checksums.set(key.url, ce);
+      }
+      ce.checksum = key.checksum;
+      ce.resourceVersionByResource.set(key.resourceName, key.resourceVersion);
+    }
+    return need;
+  }
+
+  private async addEntry(key: Key, module: Uint8Array): Promise<Entry> {
+    const mk = moduleKey(key.name, key.checksum);
+    const existing = this.modules.get(mk);
+    const need = this.updateChecksum(key);
+    if (existing) {
+      existing.last = this.d.clock.now();
+      if (need) existing.referencingUrls.add(key.url);
+      return existing;
+    }
+    const dir = join(this.o.dir, sha256Hex(new TextEncoder().encode(key.name)));
+    const modulePath = join(dir, `${key.checksum}.wasm`);
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    // Written beside and renamed: Envoy never sees half a module.
+    const tmp = `${modulePath}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    await writeFile(tmp, module, { mode: 0o644 });
+    await rename(tmp, modulePath);
+    const raced = this.modules.get(mk);
+    if (raced) return raced;
+    const e: Entry = { modulePath, last: this.d.clock.now(), referencingUrls: new Set(need ? [key.url] : []) };
+    this.modules.set(mk, e);
+    this.d.metrics.cacheEntries.set(this.modules.size);
+    return e;
+  }
+
+  /** cache.go getEntry: the cached entry for the key, and the checksum the key resolved to. */
+  private getEntry(key: Key, ignoreResourceVersion: boolean): { entry?: Entry; checksum: string } {
+    let checksum = key.checksum;
+    let hit = false;
+    try {
+      if (checksum === "" && key.url.startsWith(OCI_PREFIX)) {
+        const ref = parseImageReference(key.url.slice(OCI_PREFIX.length));
+        if (ref?.digest?.startsWith("sha256:")) checksum = ref.digest.slice("sha256:".length);
+      }
+      if (checksum === "") {
+        const ce = this.checksums.get(key.url);
+        if (ce) {
+          if (ignoreResourceVersion || key.resourceVersion === ce.resourceVersionByResource.get(key.resourceName)) checksum = ce.checksum;
+          ce.resourceVersionByResource.set(key.resourceName, key.resourceVersion);
+        }
+      }
+      const e = this.modules.get(moduleKey(key.name, checksum));
+      if (e) {
+        e.last = this.d.clock.now();
+        hit = true;
+        this.updateChecksum({ ...key, checksum });
+        return { entry: e, checksum };
+      }
+      return { checksum };
+    } finally {
+      this.d.metrics.cacheLookups.inc({ hit: String(hit) });
+    }
+  }
+
+  /** Remove modules not touched for the expiry, keeping any module a resource's latest config uses. */
+  async purge(): Promise<void> {
+    const now = this.d.clock.now();
+    const used = new Set(this.inUse.values());
+    for (const [k, m] of [...this.modules]) {
+      if (now - m.last <= this.o.moduleExpiryMs) continue;
+      if (used.has(m.modulePath)) continue;
+      try {
+        await rm(m.modulePath);
+      } catch (e) {
+        this.d.log.error(`failed to purge Wasm module ${m.modulePath}: ${(e as Error).message}`);
+        continue;
+      }
+      for (const url of m.referencingUrls) this.checksums.delete(url);
+      this.modules.delete(k);
+      this.d.log.debug(`successfully removed stale Wasm module ${m.modulePath}`);
+    }
+    this.d.metrics.cacheEntries.set(this.modules.size);
+  }
+
+}
+
+export function sha256Hex(b: Uint8Array): string {
+  return createHash("sha256").update(b).digest("hex");
+}
+
+function checksumOfPath(p: string): string {
+  return p.slice(p.lastIndexOf("/") + 1).replace(/\.wasm$/, "");
+}

@@ -1,0 +1,160 @@
+// Load against the compiled agent: 10,000 pushes relayed in order; 200 ADS streams opened at
+// once (the agent relays one: the newest wins, the others end CANCELLED); 200 SDS streams at once
+// answered from the cache with no extra CA call. Throughout, the status port is probed every
+// 50 ms; its latencies are recorded (the 100 ms target is reported, not asserted: a loaded
+// shared machine decides that figure) and every probe must be answered.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import { discoveryTypes, FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { decodeDiscoveryResponse, decodeSecret, greeterTable } from "../e2e/envoy-resources.ts";
+import { fetchSecret, startMesh, type Mesh } from "../e2e/mesh.ts";
+import { fileIfExists, startPod, until, type Pod } from "../e2e/pod.ts";
+import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
+
+const PUSHES = Number(process.env.FAULTS_LOAD_PUSHES ?? 10_000);
+const STREAMS = Number(process.env.FAULTS_LOAD_STREAMS ?? 200);
+
+let work: string;
+let pki: TestPki;
+let istiod: FakeIstiod;
+let pod: Pod;
+
+/** Probe the status port every 50 ms until stopped; resolves with the latencies (ms). */
+function probeStatus(port: number): { stop(): Promise<{ ms: number[]; failures: string[] }> } {
+  const ms: number[] = [];
+  const failures: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t0 = performance.now();
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}/healthz/ready`, { signal: AbortSignal.timeout(5000) });
+        await r.arrayBuffer();
+        ms.push(performance.now() - t0);
+      } catch (e) {
+        failures.push((e as Error).message);
+      }
+      await Bun.sleep(50);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { ms, failures };
+    },
+  };
+}
+
+function summary(ms: number[]): string {
+  const s = [...ms].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!.toFixed(0);
+  return `${s.length} probes, p50 ${q(0.5)} ms, p99 ${q(0.99)} ms, max ${s.at(-1)!.toFixed(0)} ms, ${s.filter((x) => x >= 100).length} at or over 100 ms`;
+}
+
+const versionOf = (b: Buffer) => (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
+
+describe("load (compiled agent)", () => {
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "agent-faults-load-"));
+    pki = makeTestPki(join(work, "pki"));
+    istiod = new FakeIstiod({ pki });
+    await istiod.start();
+    pod = await startPod({
+      env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc" },
+      proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS" },
+      files: { "var/run/secrets/tokens/istio-token": "t\n" },
+    });
+    mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
+    copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
+    await until(pod, "XDS socket", () => (existsSync(pod.path("etc/istio/proxy/XDS")) ? true : undefined));
+  }, 30_000);
+
+  afterAll(async () => {
+    pod?.kill();
+    await istiod?.stop();
+    pod?.box.cleanup();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test(`${PUSHES} pushes arrive whole, once each, in order; the status port answers throughout`, async () => {
+    const probe = probeStatus(pod.statusPort);
+    const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
+    envoy.send({ typeUrl: CDS });
+    const up = await istiod.nextStream(10_000);
+    await up.nextRequest((r) => r.typeUrl === CDS);
+    const t0 = performance.now();
+    const value = Buffer.alloc(256, 7);
+    for (let i = 1; i <= PUSHES; i++) {
+      if (!up.send({ typeUrl: CDS, versionInfo: `v${i}`, resources: [{ typeUrl: CDS, value }] })) await new Promise((r) => up.call.once("drain", r));
+    }
+    await envoy.waitFor(PUSHES, 120_000);
+    const ms = performance.now() - t0;
+    const { ms: lat, failures } = await probe.stop();
+    const got = envoy.received.map(versionOf);
+    expect(got.length).toBe(PUSHES);
+    expect(got).toEqual(Array.from({ length: PUSHES }, (_, i) => `v${i + 1}`));
+    expect(failures).toEqual([]);
+    expect(pod.exitCode()).toBeNull();
+    envoy.close();
+    console.log(`load: ${PUSHES} pushes in order in ${(ms / 1000).toFixed(1)} s; status port: ${summary(lat)}`);
+  }, 180_000);
+
+  test(`${STREAMS} ADS streams at once: the newest is served, the others end CANCELLED`, async () => {
+    istiod.onStream = (s) => s.call.on("data", () => {
+      const r = s.requests[s.requests.length - 1]!;
+      if (r.typeUrl === CDS && !r.responseNonce) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
+    });
+    const probe = probeStatus(pod.statusPort);
+    const clients = Array.from({ length: STREAMS }, () => new EnvoyClient(pod.path("etc/istio/proxy/XDS")));
+    clients.forEach((c, i) => c.send({ typeUrl: CDS, versionInfo: `s${i}` }));
+    // Every stream but one ends; wait for those statuses (the sentinel), then look at the survivor.
+    const ended: grpc.StatusObject[] = [];
+    for (const c of clients) void c.status.then((s) => ended.push(s));
+    await until(pod, `${STREAMS - 1} streams ended`, () => (ended.length >= STREAMS - 1 ? true : undefined), 60_000);
+    const survivors = await Promise.all(clients.map(async (c) => ((await Promise.race([c.status.then(() => false), Bun.sleep(0).then(() => true)])) ? c : undefined)));
+    const live = survivors.filter((c): c is EnvoyClient => c !== undefined);
+    expect(live.length).toBe(1);
+    await live[0]!.waitFor(1, 10_000);
+    expect(ended.every((s) => s.code === grpc.status.CANCELLED)).toBe(true);
+    expect(ended.filter((s) => s.details.includes("replaced by a new stream")).length).toBe(STREAMS - 1);
+    const { ms: lat, failures } = await probe.stop();
+    expect(failures).toEqual([]);
+    expect(pod.exitCode()).toBeNull();
+    for (const c of clients) c.close();
+    console.log(`load: ${STREAMS} ADS streams: 1 served (${versionOf(live[0]!.received[0]!)}), ${ended.length} CANCELLED; status port: ${summary(lat)}`);
+  }, 90_000);
+});
+
+describe("load: SDS (compiled agent)", () => {
+  let mesh: Mesh | undefined;
+  beforeAll(async () => {
+    mesh = await startMesh(greeterTable(9), { env: { OUTPUT_CERTS: "etc/certs" } });
+  }, 30_000);
+  afterAll(async () => {
+    await mesh?.cleanup();
+  });
+
+  test(`${STREAMS} SDS streams at once are answered from the cache, with no extra CA call`, async () => {
+    const m = mesh!;
+    const chain = await until(m.pod, "first certificate", () => fileIfExists(m.pod.path("etc/certs/cert-chain.pem")));
+    await until(m.pod, "the SDS socket", () => (existsSync(m.pod.path("var/run/secrets/workload-spiffe-uds/socket")) ? true : undefined));
+    const n0 = m.ca.requests.length;
+    const probe = probeStatus(m.pod.statusPort);
+    const { Req } = discoveryTypes();
+    const enc = (typeUrl: string, names: string[]) => Buffer.from(Req.encode(Req.create({ typeUrl, resourceNames: names })).finish());
+    const t0 = performance.now();
+    const answers = await Promise.all(Array.from({ length: STREAMS }, () => fetchSecret(m.pod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc, 60_000)));
+    const ms = performance.now() - t0;
+    const chains = answers.map((b) => decodeSecret(decodeDiscoveryResponse(b).resources[0]!.value).certificateChain);
+    expect(new Set(chains).size).toBe(1);
+    expect(chains[0]).toBe(chain);
+    expect(m.ca.requests.length).toBe(n0);
+    const { ms: lat, failures } = await probe.stop();
+    expect(failures).toEqual([]);
+    console.log(`load: ${STREAMS} SDS streams answered from the cache in ${ms.toFixed(0)} ms, ${m.ca.requests.length - n0} extra CA calls; status port: ${summary(lat)}`);
+  }, 90_000);
+});
