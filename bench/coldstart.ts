@@ -12,8 +12,10 @@
 //                   gRPC bootstrap it wrote: "Agent started", the first successful call to
 //                   examples/greeter.ts's server, and ready.
 // Ready is polled every 5 ms (the number is up to 5 ms late); the agent is SIGKILLed after each run.
+// The pod has a mounted root CA (as a real pod has). CLOUD_PLATFORM is left unset (Istio's default:
+// probe GCP, AWS and Azure); COLDSTART_CLOUD_PLATFORM=none measures without the probe.
 
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import YAML from "yaml";
@@ -73,7 +75,13 @@ function compile(entry: string, out: string): void {
   if (b.exitCode !== 0) throw new Error(`compiling ${entry}: ${b.stderr.toString()}`);
 }
 
+const SYSTEM_ROOTS = "/etc/ssl/certs/ca-certificates.crt";
+
 function podEnv(dir: string, statusPort: number, adminPort: number, envoy: string, extra: Record<string, string>): Record<string, string> {
+  // A pod has the mesh root CA mounted (configmap istio-ca-root-cert); without it the agent
+  // refuses to start in istiod mode, as Istio's does. Any PEM bundle stands in: nothing dials.
+  mkdirSync(join(dir, "var/run/secrets/istio"), { recursive: true });
+  copyFileSync(SYSTEM_ROOTS, join(dir, "var/run/secrets/istio/root-cert.pem"));
   return {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: dir,
@@ -82,6 +90,7 @@ function podEnv(dir: string, statusPort: number, adminPort: number, envoy: strin
     SERVICE_ACCOUNT: "greeter-client",
     INSTANCE_IP: "127.0.0.1",
     ISTIO_META_CLUSTER_ID: "Kubernetes",
+    ...(process.env.COLDSTART_CLOUD_PLATFORM ? { CLOUD_PLATFORM: process.env.COLDSTART_CLOUD_PLATFORM } : {}),
     PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort, proxyAdminPort: adminPort, terminationDrainDuration: "1s", ...(extra.LOCAL_XDS_PATH ? { controlPlaneAuthPolicy: "NONE" } : {}) }),
     ...extra,
   };
