@@ -2,10 +2,10 @@
 // order istio-nftables' NftablesConfigurator.Run generates them (the order is the golden files'
 // contract). IPv6 rules are extra rules in the same tables. Pure: warnings are returned.
 
-import { CaptureConfigError, type CaptureConfig } from "./config.ts";
-import { separateV4V6, splitList, type NetworkRange } from "./net.ts";
+import type { CaptureConfig } from "./config.ts";
+import { splitList, type NetworkRange } from "./net.ts";
 import { MANGLE_TABLE as MANGLE, NAT_TABLE as NAT, NftRuleBuilder, RAW_TABLE as RAW } from "./nft-builder.ts";
-import { DNS_LISTENER_PORT, OUTBOUND_MARK, TRACE } from "./rules.ts";
+import { DNS_LISTENER_PORT, OUTBOUND_MARK, TRACE, outboundRanges } from "./rules.ts";
 
 export interface GeneratedNftRules {
   builder: NftRuleBuilder;
@@ -22,17 +22,7 @@ export function generateNftRules(cfg: CaptureConfig): GeneratedNftRules {
   const tproxy = cfg.INBOUND_INTERCEPTION_MODE === "TPROXY";
   const lb4 = cfg.HOST_IPV4_LOOPBACK_CIDR;
 
-  const exclude = separateV4V6(cfg.OUTBOUND_IPRANGES_EXCLUDE);
-  if (exclude.bad !== undefined) throw new CaptureConfigError(`--istio-service-exclude-cidr: invalid CIDR "${exclude.bad}"`);
-  if (exclude.v4.wildcard) throw new CaptureConfigError("invalid value for OUTBOUND_IP_RANGES_EXCLUDE");
-  const include = separateV4V6(cfg.OUTBOUND_IPRANGES_INCLUDE);
-  if (include.bad !== undefined) throw new CaptureConfigError(`--istio-service-cidr: invalid CIDR "${include.bad}"`);
-
-  let redirectDNS = cfg.REDIRECT_DNS;
-  if (redirectDNS && !cfg.CAPTURE_ALL_DNS && cfg.DNS_SERVERS_V4.length === 0 && cfg.DNS_SERVERS_V6.length === 0) {
-    warnings.push("REDIRECT_DNS is set, but CAPTURE_ALL_DNS is false, and no DNS servers provided. DNS capture disabled.");
-    redirectDNS = false;
-  }
+  const { exclude, include, redirectDNS } = outboundRanges(cfg, warnings);
 
   // Excluded interfaces, then kube-virt interfaces.
   const excluded = splitList(cfg.EXCLUDE_INTERFACES);

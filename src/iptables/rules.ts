@@ -40,12 +40,12 @@ export interface GeneratedRules {
   warnings: string[];
 }
 
-export function generateRules(cfg: CaptureConfig): GeneratedRules {
-  const rb = new RuleBuilder(cfg.ENABLE_INBOUND_IPV6, cfg.TRACE_LOGGING);
-  const warnings: string[] = [];
-  const tproxy = cfg.INBOUND_INTERCEPTION_MODE === "TPROXY";
-  const lb4 = cfg.HOST_IPV4_LOOPBACK_CIDR;
-
+/**
+ * The outbound ranges and the DNS decision both capture modes start from: the CIDR lists split by
+ * family (a bad entry or a wildcard exclude is refused), and whether DNS is redirected at all
+ * (not without CAPTURE_ALL_DNS or DNS servers, with Istio's warning).
+ */
+export function outboundRanges(cfg: CaptureConfig, warnings: string[]): { exclude: ReturnType<typeof separateV4V6>; include: ReturnType<typeof separateV4V6>; redirectDNS: boolean } {
   const exclude = separateV4V6(cfg.OUTBOUND_IPRANGES_EXCLUDE);
   if (exclude.bad !== undefined) throw new CaptureConfigError(`--istio-service-exclude-cidr: invalid CIDR "${exclude.bad}"`);
   if (exclude.v4.wildcard) throw new CaptureConfigError("invalid value for OUTBOUND_IP_RANGES_EXCLUDE");
@@ -57,6 +57,16 @@ export function generateRules(cfg: CaptureConfig): GeneratedRules {
     warnings.push("REDIRECT_DNS is set, but CAPTURE_ALL_DNS is false, and no DNS servers provided. DNS capture disabled.");
     redirectDNS = false;
   }
+  return { exclude, include, redirectDNS };
+}
+
+export function generateRules(cfg: CaptureConfig): GeneratedRules {
+  const rb = new RuleBuilder(cfg.ENABLE_INBOUND_IPV6, cfg.TRACE_LOGGING);
+  const warnings: string[] = [];
+  const tproxy = cfg.INBOUND_INTERCEPTION_MODE === "TPROXY";
+  const lb4 = cfg.HOST_IPV4_LOOPBACK_CIDR;
+
+  const { exclude, include, redirectDNS } = outboundRanges(cfg, warnings);
 
   // Excluded interfaces, then kube-virt interfaces.
   for (const nic of splitList(cfg.EXCLUDE_INTERFACES)) {
