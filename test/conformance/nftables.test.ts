@@ -4,39 +4,11 @@
 // TrimSpace. Cases in $CONFORMANCE_DIR/nftables run too.
 
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { runIptables } from "../../src/cli/iptables.ts";
-import type { CaptureHost } from "../../src/iptables/config.ts";
+import { caseRoots, dryRun, type Case } from "./capture-harness.ts";
 
-interface Case {
-  name: string;
-  golden: string;
-  args: string[];
-  args_short: string[];
-  env: Record<string, string>;
-  env_form: Record<string, string>;
-  host: { enable_ipv6: boolean; dns_servers_v4: string[]; dns_servers_v6: string[] };
-}
-
-const shared = new URL("../../../shared/conformance/nftables", import.meta.url).pathname;
-const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "nftables") : undefined].filter((d): d is string => !!d && existsSync(join(d, "cases.json")));
-
-/** The harness's host: `dns_servers_*` injected verbatim (Istio's test puts them into rules as given). */
-function fakeHost(h: Case["host"]): CaptureHost {
-  return {
-    localIP: () => ({ ip: h.enable_ipv6 ? "2001:db8::10" : "10.0.0.10", ipv6: h.enable_ipv6 }),
-    dnsServers: () => ({ v4: [...h.dns_servers_v4], v6: [...h.dns_servers_v6] }),
-    lookupUid: () => undefined,
-  };
-}
-
-async function program(argv: string[], env: Record<string, string>, host: Case["host"]): Promise<{ out: string; code: number; err: string }> {
-  let out = "";
-  let err = "";
-  const code = await runIptables(argv, env, { stdout: (s) => (out += s), stderr: (s) => (err += s), host: fakeHost(host), exec: async () => { throw new Error("dry run must not execute anything"); } });
-  return { out, code, err };
-}
+const { roots } = caseRoots("nftables");
 
 test("nftables conformance vectors are present", () => {
   expect(roots.length).toBeGreaterThan(0);
@@ -53,7 +25,7 @@ for (const root of roots) {
           ["args_short", c.args_short, c.env],
           ["env_form", [], { ...c.env, ...c.env_form }],
         ] as const) {
-          const r = await program([...argv], { ...env }, c.host);
+          const r = await dryRun([...argv], { ...env }, c.host);
           expect({ form, code: r.code, err: r.code === 0 ? "" : r.err }).toEqual({ form, code: 0, err: "" });
           expect({ form, out: r.out.trim() }).toEqual({ form, out: golden });
         }
