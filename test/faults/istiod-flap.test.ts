@@ -4,14 +4,15 @@
 // lost, duplicated or reordered; every stream cut by istiod's departure ends UNAVAILABLE; served
 // again within 200 ms of istiod's return. CI: 6 cycles of 400 ms; FAULTS_LONG=1: 10 of 1 s (20 s).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 import { Relay } from "../e2e/mesh.ts";
-import { startPod, type Pod } from "../e2e/pod.ts";
+import type { Pod } from "../e2e/pod.ts";
+import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 
 const LONG = process.env.FAULTS_LONG === "1";
@@ -45,18 +46,7 @@ beforeAll(async () => {
   await istiod.start();
   closedPort = await unusedPort();
   relay = await new Relay(closedPort).start(); // istiod absent at start
-  pod = await startPod({
-    env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc" },
-    proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, controlPlaneAuthPolicy: "MUTUAL_TLS" },
-    files: { "var/run/secrets/tokens/istio-token": "t\n" },
-  });
-  mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
-  copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
-  const deadline = Date.now() + 15_000;
-  while (!existsSync(pod.path("etc/istio/proxy/XDS"))) {
-    if (Date.now() > deadline) throw new Error(`no XDS socket; agent log:\n${pod.tail()}`);
-    await Bun.sleep(50);
-  }
+  pod = await startProxylessPod(pki, `127.0.0.1:${relay.port}`);
 }, 30_000);
 
 afterAll(async () => {

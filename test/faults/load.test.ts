@@ -4,14 +4,15 @@
 // 50 ms; its latencies are recorded (the 100 ms target is reported, not asserted: a loaded
 // shared machine decides that figure) and every probe must be answered.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { discoveryTypes, FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 import { decodeDiscoveryResponse, decodeSecret, greeterTable } from "../e2e/envoy-resources.ts";
 import { fetchSecret, startMesh, type Mesh } from "../e2e/mesh.ts";
-import { fileIfExists, startPod, until, type Pod } from "../e2e/pod.ts";
+import { fileIfExists, until, type Pod } from "../e2e/pod.ts";
+import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 
 const PUSHES = Number(process.env.FAULTS_LOAD_PUSHES ?? 10_000);
@@ -63,14 +64,7 @@ describe("load (compiled agent)", () => {
     pki = makeTestPki(join(work, "pki"));
     istiod = new FakeIstiod({ pki });
     await istiod.start();
-    pod = await startPod({
-      env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc" },
-      proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS" },
-      files: { "var/run/secrets/tokens/istio-token": "t\n" },
-    });
-    mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
-    copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
-    await until(pod, "XDS socket", () => (existsSync(pod.path("etc/istio/proxy/XDS")) ? true : undefined));
+    pod = await startProxylessPod(pki, istiod.address);
   }, 30_000);
 
   afterAll(async () => {

@@ -4,12 +4,13 @@
 // right after istiod hands the message to its transport; whether the client had it by then is
 // recorded (a loaded machine decides), not asserted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createHash } from "node:crypto";
 import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
-import { startPod, type Pod } from "../e2e/pod.ts";
+import type { Pod } from "../e2e/pod.ts";
+import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 
 const MiB = 1024 * 1024;
@@ -25,18 +26,7 @@ beforeAll(async () => {
   pki = makeTestPki(join(work, "pki"));
   istiod = new FakeIstiod({ pki });
   await istiod.start();
-  pod = await startPod({
-    env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) },
-    proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS", terminationDrainDuration: "1s", drainDuration: "1s" },
-    files: { "var/run/secrets/tokens/istio-token": "t\n" },
-  });
-  mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
-  copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
-  const deadline = Date.now() + 15_000;
-  while (!existsSync(pod.path("etc/istio/proxy/XDS"))) {
-    if (Date.now() > deadline) throw new Error(`no XDS socket; agent log:\n${pod.tail()}`);
-    await Bun.sleep(50);
-  }
+  pod = await startProxylessPod(pki, istiod.address, { env: { ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) }, proxyConfig: { terminationDrainDuration: "1s", drainDuration: "1s" } });
 }, 30_000);
 
 afterAll(async () => {
