@@ -22,6 +22,8 @@ export interface DownstreamCall {
   readonly path: string;
   /** Send gRPC-framed response bytes (kept by reference); false = wait for onDrain. */
   write(bytes: Uint8Array): boolean;
+  /** Both, in order, as one write (a message's prefix and its first chunk: one DATA frame). */
+  writev?(a: Uint8Array, b: Uint8Array): boolean;
   pause(): void;
   resume(): void;
   /** End the call with a gRPC status (trailers). Idempotent. */
@@ -69,6 +71,10 @@ class ServerCall implements DownstreamCall {
   write(bytes: Uint8Array): boolean {
     if (this.finished || this.stream.closed) return true;
     return this.stream.write(bytes);
+  }
+  writev(a: Uint8Array, b: Uint8Array): boolean {
+    if (this.finished || this.stream.closed) return true;
+    return this.stream.writev(a, b);
   }
   pause(): void {
     this.stream.pause();

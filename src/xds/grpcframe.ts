@@ -6,7 +6,11 @@
 export const GRPC_HEADER_BYTES = 5;
 
 export interface DeframeSink {
-  /** A message starts: its flag and length are known (`header` is the 5 raw bytes). */
+  /**
+   * A message starts: its flag and length are known. `header` is the 5 raw bytes and stays valid
+   * after the call (a view into the pushed chunk, or its own copy when it spanned two chunks), so
+   * the relay can forward it without copying.
+   */
   onHeader(compressed: boolean, length: number, header: Uint8Array): void;
   /** Next bytes of the current message's body (a view into the pushed chunk). */
   onBody(bytes: Uint8Array): void;
@@ -31,21 +35,21 @@ export class GrpcDeframer {
     let pos = 0;
     const n = chunk.length;
     while (pos < n) {
+      if (this.remaining < 0 && this.headerHave === 0 && n - pos >= GRPC_HEADER_BYTES) {
+        // The whole prefix is in this chunk: hand out a view of it, nothing copied.
+        const h = chunk.subarray(pos, pos + GRPC_HEADER_BYTES);
+        pos += GRPC_HEADER_BYTES;
+        this.begin(h);
+        continue;
+      }
       if (this.remaining < 0) {
         const take = Math.min(GRPC_HEADER_BYTES - this.headerHave, n - pos);
         this.header.set(chunk.subarray(pos, pos + take), this.headerHave);
         this.headerHave += take;
         pos += take;
         if (this.headerHave < GRPC_HEADER_BYTES) return;
-        const h = this.header;
-        const length = ((h[1]! << 24) >>> 0) + (h[2]! << 16) + (h[3]! << 8) + h[4]!;
         this.headerHave = 0;
-        this.remaining = length;
-        this.sink.onHeader((h[0]! & 1) === 1, length, h);
-        if (length === 0) {
-          this.remaining = -1;
-          this.sink.onEnd();
-        }
+        this.begin(this.header.slice()); // split over chunks: the sink gets its own copy
         continue;
       }
       const take = Math.min(this.remaining, n - pos);
@@ -56,6 +60,17 @@ export class GrpcDeframer {
         this.remaining = -1;
         this.sink.onEnd();
       }
+    }
+  }
+
+  /** A whole prefix `h` was read: start the message (and end it at once when empty). */
+  private begin(h: Uint8Array): void {
+    const length = ((h[1]! << 24) >>> 0) + (h[2]! << 16) + (h[3]! << 8) + h[4]!;
+    this.remaining = length;
+    this.sink.onHeader((h[0]! & 1) === 1, length, h);
+    if (length === 0) {
+      this.remaining = -1;
+      this.sink.onEnd();
     }
   }
 }

@@ -39,6 +39,8 @@ export interface RelayOptions {
   ecds?: EcdsHook;
 }
 
+const EMPTY = new Uint8Array(0);
+
 type ResponseState = "idle" | "deciding" | "forward" | "internal" | "drop" | "ecds";
 
 export class StreamRelay {
@@ -56,7 +58,10 @@ export class StreamRelay {
   private readonly reqDeframer: GrpcDeframer;
   // response direction
   private resState: ResponseState = "idle";
-  private resHeader = Buffer.alloc(5);
+  /** The current response's 5-byte gRPC prefix (a view the deframer guarantees stable). */
+  private resHeader: Uint8Array = new Uint8Array(0);
+  private resLength = 0;
+  /** Body bytes gathered while the route is undecided past the first chunk, or for internal types. */
   private resBuf: MessageBuffer | undefined;
   private resType = "";
   private readonly resDeframer: GrpcDeframer;
@@ -233,8 +238,9 @@ export class StreamRelay {
 
   private onResponseHeader(compressed: boolean, length: number, header: Uint8Array): void {
     if (compressed) throw new FrameError("compressed response message (the agent asked for identity encoding)", 0);
-    this.resHeader = Buffer.from(header);
-    this.resBuf = new MessageBuffer(length);
+    this.resHeader = header;
+    this.resLength = length;
+    this.resBuf = undefined; // made only if the first chunk does not decide the route
     this.resState = "deciding";
     this.o.metrics.responses.inc();
   }
@@ -246,38 +252,53 @@ export class StreamRelay {
         return;
       case "internal":
       case "ecds":
-        this.resBuf!.append(b);
+        this.gather(b);
         return;
       case "drop":
         return;
       case "deciding": {
-        const buf = this.resBuf!;
+        if (!this.resBuf) {
+          // The common case: the route is known from the first chunk alone, which then goes on
+          // as it is (no copy); only when it is not are the bytes gathered until it is.
+          const t = peekResponseType(b, b.length, this.resLength, this.delta);
+          if (t !== null) return this.decide(t, b);
+          this.gather(b);
+          return;
+        }
+        const buf = this.resBuf;
         buf.append(b);
         const t = peekResponseType(buf.view(), buf.length, buf.total, this.delta);
-        if (t !== null) this.decide(t);
+        if (t !== null) this.decide(t, undefined);
         return;
       }
     }
   }
 
-  private decide(typeUrl: string): void {
-    const buf = this.resBuf!;
+  private gather(b: Uint8Array): void {
+    (this.resBuf ??= new MessageBuffer(this.resLength)).append(b);
+  }
+
+  /** Route the current response; `first` is its first chunk when nothing was gathered yet. */
+  private decide(typeUrl: string, first: Uint8Array | undefined): void {
     this.resType = typeUrl;
     const route = this.o.ecds && typeUrl === this.o.ecds.typeUrl ? "ecds" : routeOf(typeUrl, this.o.internal);
     this.resState = route;
     if (route === "forward") {
-      this.writeDown(Buffer.concat([this.resHeader, buf.view()]));
+      this.writeDown(this.resHeader, first ?? this.resBuf?.view());
       this.resBuf = undefined;
     } else if (route === "drop") {
       this.o.log.error(`dropping response of type "${typeUrl}": not an Envoy type, not handled by the agent`);
       this.resBuf = undefined;
-    }
+    } else if (first) this.gather(first); // internal and ECDS messages are handled whole
   }
 
   private onResponseEnd(): void {
-    if (this.resState === "deciding") this.decide(peekResponseType(this.resBuf!.view(), this.resBuf!.length, this.resBuf!.total, this.delta) ?? "");
-    if (this.resState === "internal") this.handleInternal(this.resBuf!.view());
-    if (this.resState === "ecds") this.handleEcds(Buffer.from(this.resBuf!.view()));
+    if (this.resState === "deciding") {
+      const buf = this.resBuf;
+      this.decide((buf ? peekResponseType(buf.view(), buf.length, buf.total, this.delta) : peekResponseType(EMPTY, 0, 0, this.delta)) ?? "", undefined);
+    }
+    if (this.resState === "internal") this.handleInternal(this.resBuf?.view() ?? Buffer.alloc(0));
+    if (this.resState === "ecds") this.handleEcds(Buffer.from(this.resBuf?.view() ?? EMPTY));
     this.resState = "idle";
     this.resBuf = undefined;
     this.flushEcds();
@@ -321,9 +342,14 @@ export class StreamRelay {
     for (let m = this.ecdsOut.shift(); m; m = this.ecdsOut.shift()) this.writeDown(m);
   }
 
-  private writeDown(bytes: Uint8Array): void {
-    this.o.metrics.bytesDownstream.inc(bytes.length);
-    if (!this.down.write(bytes) && !this.upBlocked) {
+  /** To Envoy: `bytes`, then `more` when given (a message's prefix and first chunk, each as it is). */
+  private writeDown(bytes: Uint8Array, more?: Uint8Array): void {
+    this.o.metrics.bytesDownstream.inc(bytes.length + (more?.length ?? 0));
+    let ok: boolean;
+    if (!more || more.length === 0) ok = this.down.write(bytes);
+    else if (this.down.writev) ok = this.down.writev(bytes, more);
+    else ok = this.down.write(bytes) && this.down.write(more);
+    if (!ok && !this.upBlocked) {
       this.upBlocked = true;
       this.upstream?.pause();
     }

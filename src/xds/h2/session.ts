@@ -33,6 +33,22 @@ import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
 
+/** Largest write handed to the socket at once; also the size from which a piece is written uncopied. */
+export const WRITE_BATCH = 128 * 1024;
+
+const EMPTY = new Uint8Array(0);
+
+/** pieces[from..to) copied into one buffer of `bytes`. */
+function concatRange(pieces: readonly Uint8Array[], from: number, to: number, bytes: number): Buffer {
+  const b = Buffer.allocUnsafe(bytes);
+  let at = 0;
+  for (let i = from; i < to; i++) {
+    b.set(pieces[i]!, at);
+    at += pieces[i]!.length;
+  }
+  return b;
+}
+
 export class H2Error extends Error {
   override name = "H2Error";
   constructor(
@@ -99,6 +115,8 @@ export class H2Session implements StreamHost {
 
   // output
   private out: Uint8Array[] = [];
+  /** Index of the first piece of `out` not yet handed to the socket. */
+  private outHead = 0;
   private outBytes = 0;
   private flushQueued = false;
   socketBlocked = false;
@@ -200,13 +218,16 @@ export class H2Session implements StreamHost {
   }
 
   private closing = false;
+  private endWhenFlushed = false;
 
   /** While closing: end the socket once nothing more will be sent on any stream. */
   checkClosing(): void {
     if (!this.closing || this.closed) return;
     for (const st of this.streams.values()) if (!st.localEnded || st.queued > 0) return;
     this.flush();
-    this.socket.end();
+    // A full socket: end once the rest has gone (onSocketDrain comes back here).
+    this.endWhenFlushed = this.outHead < this.out.length;
+    if (!this.endWhenFlushed) this.socket.end();
   }
 
   /** Immediately: every open stream is reset, the socket destroyed (`linger`: after a GOAWAY, see below). */
@@ -255,7 +276,7 @@ export class H2Session implements StreamHost {
 
   // ---- output ----
 
-  /** Queue bytes for the socket; everything queued in one turn goes out in one write. */
+  /** Queue bytes for the socket; what is queued in one turn goes out together (see flush). */
   push(b: Uint8Array): void {
     this.out.push(b);
     this.outBytes += b.length;
@@ -265,18 +286,47 @@ export class H2Session implements StreamHost {
     }
   }
 
+  /**
+   * Hand the socket what is queued, in writes of at most WRITE_BATCH bytes: small pieces (frame
+   * headers, control frames, DATA views) are copied together into one write, a piece of
+   * WRITE_BATCH or more goes as it is. Once the socket says it is full the rest waits, in order,
+   * for its drain: the socket never holds more than one batch beyond what it accepted, and no
+   * write allocates more than a batch (a whole 10 MiB message concatenated costs page faults and
+   * a copy the size of the message).
+   */
   flush(): void {
     this.flushQueued = false;
-    if (this.out.length === 0 || this.socket.destroyed || this.socket.writableEnded) {
+    if (this.socket.destroyed || this.socket.writableEnded) {
       this.out = [];
+      this.outHead = 0;
       this.outBytes = 0;
       return;
     }
-    // One write per turn. Measured against cork()+writev: no faster in Bun, so the simple copy stays.
-    const data = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
-    this.out = [];
-    this.outBytes = 0;
-    if (!this.socket.write(data)) this.socketBlocked = true;
+    while (this.outHead < this.out.length && !this.socketBlocked) {
+      const first = this.out[this.outHead]!;
+      let end = this.outHead + 1;
+      let bytes = first.length;
+      if (first.length < WRITE_BATCH) {
+        while (end < this.out.length && bytes + this.out[end]!.length <= WRITE_BATCH) bytes += this.out[end++]!.length;
+      }
+      const data = end - this.outHead === 1 ? first : concatRange(this.out, this.outHead, end, bytes);
+      for (let i = this.outHead; i < end; i++) this.out[i] = EMPTY;
+      this.outHead = end;
+      this.outBytes -= bytes;
+      if (!this.socket.write(data)) this.socketBlocked = true;
+    }
+    if (this.outHead === this.out.length) {
+      this.out = [];
+      this.outHead = 0;
+    } else if (this.outHead > 1024) {
+      this.out = this.out.slice(this.outHead);
+      this.outHead = 0;
+    }
+  }
+
+  /** Bytes queued for the socket and not yet handed to it. */
+  get unflushedBytes(): number {
+    return this.outBytes;
   }
 
   sendHeaders(id: number, headers: HeaderList, endStream: boolean): void {
@@ -297,15 +347,27 @@ export class H2Session implements StreamHost {
         if (this.connSendWindow <= 0) this.blocked.add(s);
         return;
       }
-      const head = s.queue[0]!;
-      const n = Math.min(head.length, room, this.peerMaxFrame);
-      const last = n === head.length && s.queue.length === 1 && s.pendingEnd?.trailers === undefined && s.pendingEnd !== undefined;
+      // One DATA frame carries as many queued pieces as fit (a gRPC prefix with its message's
+      // first chunk, several small messages), each written as the view it is.
+      const limit = Math.min(room, this.peerMaxFrame);
+      let whole = 0;
+      let n = 0;
+      while (whole < s.queue.length && n + s.queue[whole]!.length <= limit) n += s.queue[whole++]!.length;
+      // The frame is filled up with the start of the next piece when that does not fit whole.
+      const partial = whole < s.queue.length ? limit - n : 0;
+      n += partial;
+      const last = whole === s.queue.length && s.pendingEnd !== undefined && s.pendingEnd.trailers === undefined;
       const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(h, 0, n, FrameType.DATA, last ? Flag.END_STREAM : 0, s.id);
       this.push(h);
-      this.push(n === head.length ? head : head.subarray(0, n));
-      if (n === head.length) s.queue.shift();
-      else s.queue[0] = head.subarray(n);
+      for (let i = 0; i < whole; i++) this.push(s.queue[i]!);
+      if (partial > 0) {
+        const next = s.queue[whole]!;
+        this.push(next.subarray(0, partial));
+        s.queue[whole] = next.subarray(partial);
+      }
+      if (whole === s.queue.length) s.queue.length = 0;
+      else if (whole > 0) s.queue.splice(0, whole);
       s.queued -= n;
       s.sendWindow -= n;
       this.connSendWindow -= n;
@@ -358,6 +420,9 @@ export class H2Session implements StreamHost {
 
   private onSocketDrain(): void {
     this.socketBlocked = false;
+    this.flush();
+    if (this.socketBlocked) return;
+    if (this.closing && this.endWhenFlushed) return this.checkClosing();
     for (const s of [...this.streams.values()]) {
       this.pump(s);
       if (this.socketBlocked) return;

@@ -84,15 +84,31 @@ export class H2Stream {
   /** Queue payload (kept by reference, not copied); false = wait for onDrain before writing more. */
   write(data: Uint8Array): boolean {
     if (this.closed || this.localEnded || this.pendingEnd) return true;
-    if (data.length > 0) {
-      this.queue.push(data);
-      this.queued += data.length;
-      this.session.resetPingStrikes();
-      this.session.pump(this);
-    }
+    if (data.length === 0) return this.writable();
+    this.queue.push(data);
+    this.queued += data.length;
+    return this.afterQueued();
+  }
+
+  private afterQueued(): boolean {
+    this.session.resetPingStrikes();
+    this.session.pump(this);
+    return this.writable();
+  }
+
+  private writable(): boolean {
     const ok = this.queued < this.session.highWaterMark && !this.session.socketBlocked;
     if (!ok) this.wantDrain = true;
     return ok;
+  }
+
+  /** Queue `a` then `b` and pump once, so a small `a` shares `b`'s DATA frame. */
+  writev(a: Uint8Array, b: Uint8Array): boolean {
+    if (this.closed || this.localEnded || this.pendingEnd) return true;
+    if (a.length > 0) this.queue.push(a);
+    if (b.length > 0) this.queue.push(b);
+    this.queued += a.length + b.length;
+    return this.afterQueued();
   }
 
   /** End our side after what is queued: with trailers (server) or an empty END_STREAM DATA. */
