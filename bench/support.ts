@@ -1,6 +1,6 @@
 // Shared helpers for benchmarks: statistics, process RSS/CPU from /proc, machine description.
 
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 
 export function percentile(sorted: number[], p: number): number {
@@ -52,3 +52,56 @@ export function machine(): string {
 }
 
 export const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a");
+
+export type Proc = ReturnType<typeof Bun.spawn>;
+
+/** `met` or `missed`, for a target printed beside its measured value. */
+export const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
+
+/** The first line a process prints (the stream is released afterwards). */
+export async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
+  const reader = stream.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return text.trim();
+}
+
+/** Spawn and resolve once stdout matches `marker`; stdout keeps draining afterwards. */
+export async function spawnUntil(cmd: string[], env: Record<string, string>, cwd: string, marker: RegExp, limitMs = 20_000): Promise<Proc & { ms: number }> {
+  const t0 = performance.now();
+  const proc = Bun.spawn(cmd, { env, cwd, stdout: "pipe", stderr: "ignore" });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  const timer = setTimeout(() => proc.kill("SIGKILL"), limitMs);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`${cmd[0]} exited before printing ${marker}: ${buf.slice(-2000)}`);
+      buf += dec.decode(value);
+      if (marker.test(buf)) break;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  const ms = performance.now() - t0;
+  void (async () => {
+    for (;;) if ((await reader.read()).done) break;
+  })();
+  return Object.assign(proc, { ms });
+}
+
+/** A compiled hello-world (prints "ready", then a 1 s interval) in `dir`: the floor of every idle figure. */
+export function compileHello(dir: string): string {
+  const src = `${dir}/hello.ts`;
+  writeFileSync(src, 'console.log("ready"); setInterval(() => {}, 1000);\n');
+  const out = `${dir}/hello`;
+  const b = Bun.spawnSync([process.execPath, "build", src, "--compile", "--minify", "--bytecode", "--outfile", out], { stderr: "pipe" });
+  if (b.exitCode !== 0) throw new Error(`compiling hello-world: ${b.stderr.toString()}`);
+  return out;
+}

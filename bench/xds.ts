@@ -24,7 +24,7 @@ interface Sample {
   mib: number;
 }
 
-async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
+export async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
   const reader = stream.getReader();
   let text = "";
   while (!text.includes("\n")) {
@@ -36,7 +36,7 @@ async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
   return text.trim();
 }
 
-function cpuMs(pid: number): number {
+export function cpuMs(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
 }
@@ -46,7 +46,7 @@ function statusKb(pid: number, key: string): number {
   return m ? Number(m[1]) : 0;
 }
 
-async function measure(address: string, size: number): Promise<Sample> {
+export async function measure(address: string, size: number): Promise<Sample> {
   const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, "ads");
   const client = new Ctor(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": -1 });
   const call = (client as unknown as Record<string, { call(c: grpc.Client): grpc.ClientDuplexStream<Buffer, Buffer> }>).StreamAggregatedResources!.call(client);
@@ -92,8 +92,7 @@ async function waitFor(what: string, ok: () => boolean, proc: ReturnType<typeof 
 }
 
 /** The compiled agent as a proxyless pod would run it, relaying to the bench's istiod. */
-async function startAgent(dir: string, istiodPort: number): Promise<ReturnType<typeof Bun.spawn>> {
-  const bin = join(import.meta.dir, "..", "dist", "agent");
+export async function startAgent(dir: string, istiodPort: number, bin = process.env.XDS_AGENT ?? join(import.meta.dir, "..", "dist", "agent")): Promise<ReturnType<typeof Bun.spawn>> {
   if (!existsSync(bin)) throw new Error("dist/agent not built (bun build.ts --host)");
   const proxyConfig = { discoveryAddress: `127.0.0.1:${istiodPort}`, controlPlaneAuthPolicy: "NONE", statusPort: await freePort(), proxyAdminPort: await freePort() };
   const env = { PATH: process.env.PATH ?? "", HOME: dir, POD_NAME: "bench-0", POD_NAMESPACE: "bench", INSTANCE_IP: "127.0.0.1", DISABLE_ENVOY: "true", CA_PROVIDER: "local", PROXY_CONFIG: JSON.stringify(proxyConfig) };
