@@ -1,12 +1,13 @@
 // xDS relay benchmark: a minimal istiod (bench/xds-istiod-main.ts, its own process) pushes
 // DiscoveryResponses of 10 KB, 474 KB, 1 MB and 10 MB to a grpc-js client, in one run: directly,
-// through the compiled agent (`dist/agent proxy sidecar`, its XDS socket, plaintext upstream), and
-// through a plain byte pipe (bench/xds-pipe-main.ts: the cost of a third process moving bytes at
-// all). Reports throughput ratio, p50/p99 push latency ratio, CPU ms per MiB (from
-// /proc/<pid>/stat) and peak RSS (VmHWM) of the agent.
+// through the compiled agent (`dist/agent proxy sidecar`, its XDS socket, plaintext upstream),
+// through socat in the agent's place (issue #16's floor) and through a plain Bun byte pipe
+// (bench/xds-pipe-main.ts). Reports throughput, CPU ms per MiB (/proc/<pid>/stat) and the ratios
+// to socat beside issue #16's targets with met/missed, and the agent's burst memory (VmHWM over
+// the 10 MiB pushes, RSS 5 s later).
 
 import * as grpc from "@grpc/grpc-js";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ADS_SERVICE_DEF, discoveryTypes } from "../test/support/fake-istiod.ts";
@@ -101,13 +102,17 @@ export async function startAgent(dir: string, istiodPort: number, bin = process.
   return agent;
 }
 
-interface Row {
-  direct: Sample;
-  agent: Sample;
-  pipe: Sample;
-  agentCpu: number;
-  pipeCpu: number;
-  mib: number;
+const ROUNDS = 3;
+const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
+
+interface Path {
+  name: string;
+  address: string;
+  cpu: () => number;
+  /** Before / after each measurement (socat serves one connection per process). */
+  before?: () => Promise<void>;
+  after?: () => Promise<void>;
 }
 
 export async function run(): Promise<string> {
@@ -115,66 +120,107 @@ export async function run(): Promise<string> {
   const istiod = Bun.spawn([BUN, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
   let agent: ReturnType<typeof Bun.spawn> | undefined;
   let pipe: ReturnType<typeof Bun.spawn> | undefined;
+  let socat: ReturnType<typeof Bun.spawn> | undefined;
   try {
     const port = Number(await firstLine(istiod.stdout));
     agent = await startAgent(dir, port);
+    const a = agent;
     const pipeSocket = join(dir, "pipe.sock");
     pipe = Bun.spawn([BUN, join(import.meta.dir, "xds-pipe-main.ts")], { stdout: "pipe", stderr: "inherit", env: { ...process.env, PIPE_SOCKET: pipeSocket, PIPE_UPSTREAM: String(port) } });
     if ((await firstLine(pipe.stdout as ReadableStream<Uint8Array>)) !== "READY") throw new Error("pipe did not start");
-    const agentSocket = `unix://${join(dir, "etc/istio/proxy/XDS")}`;
-    const idleRss = statusKb(agent.pid, "VmRSS") / 1024;
-    const rows = new Map<number, Row>();
-    let agentCpuTotal = 0;
-    let mibTotal = 0;
-    for (const size of SIZES) {
-      let best: Row | undefined;
-      let agentCpu = 0;
-      let pipeCpu = 0;
-      let mib = 0;
-      for (let round = 0; round < 2; round++) {
-        // Interleaved so machine noise spreads over all three paths.
-        const d = await measure(`127.0.0.1:${port}`, size);
-        const a0 = cpuMs(agent.pid);
-        const a = await measure(agentSocket, size);
-        agentCpu += cpuMs(agent.pid) - a0;
-        mib += a.mib;
-        const p0 = cpuMs(pipe.pid);
-        const p = await measure(`unix://${pipeSocket}`, size);
-        pipeCpu += cpuMs(pipe.pid) - p0;
-        best = {
-          direct: !best || d.mibps > best.direct.mibps ? d : best.direct,
-          agent: !best || a.mibps > best.agent.mibps ? a : best.agent,
-          pipe: !best || p.mibps > best.pipe.mibps ? p : best.pipe,
-          agentCpu: 0,
-          pipeCpu: 0,
-          mib: 0,
-        };
-      }
-      rows.set(size, { ...best!, agentCpu: agentCpu / mib, pipeCpu: pipeCpu / mib, mib });
-      agentCpuTotal += agentCpu;
-      mibTotal += mib;
+    const pp = pipe;
+    const paths: Path[] = [
+      { name: "direct", address: `127.0.0.1:${port}`, cpu: () => 0 },
+      { name: "agent", address: `unix://${join(dir, "etc/istio/proxy/XDS")}`, cpu: () => cpuMs(a.pid) },
+      { name: "pipe", address: `unix://${pipeSocket}`, cpu: () => cpuMs(pp.pid) },
+    ];
+    // The issue's floor: socat in the agent's place (TCP_NODELAY upstream, 256 KiB buffer).
+    const socatBin = Bun.which("socat");
+    if (socatBin) {
+      const sock = join(dir, "socat.sock");
+      let cpu = 0;
+      let proc: ReturnType<typeof Bun.spawn> | undefined;
+      paths.push({
+        name: "socat",
+        address: `unix://${sock}`,
+        cpu: () => cpu,
+        before: async () => {
+          rmSync(sock, { force: true });
+          const s = Bun.spawn([socatBin, "-b262144", `UNIX-LISTEN:${sock}`, `TCP:127.0.0.1:${port},nodelay`], { stdout: "ignore", stderr: "inherit" });
+          socat = proc = s;
+          await waitFor("socat socket", () => existsSync(sock), s);
+        },
+        after: async () => {
+          await proc!.exited;
+          const u = proc!.resourceUsage()!.cpuTime;
+          cpu += Number(u.user + u.system) / 1000;
+        },
+      });
     }
-    const peak = statusKb(agent.pid, "VmHWM") / 1024;
-    const x = (v: number) => `**${v.toFixed(2)}x**`;
-    const lines = [...rows].map(([size, r]) => {
+    const idleRss = statusKb(a.pid, "VmRSS") / 1024;
+    const res = new Map<number, Map<string, { mibps: number[]; p50: number[]; cpu: number[] }>>();
+    let burst = { before: NaN, peak: NaN, after: NaN };
+    for (const size of SIZES) {
+      const per = new Map(paths.map((p) => [p.name, { mibps: [] as number[], p50: [] as number[], cpu: [] as number[] }]));
+      if (size === 10 << 20) {
+        // Burst: the agent's peak RSS over the 10 MiB pushes (VmHWM reset first), and 5 s later.
+        burst.before = statusKb(a.pid, "VmRSS") / 1024;
+        writeFileSync(`/proc/${a.pid}/clear_refs`, "5");
+      }
+      for (let round = 0; round < ROUNDS; round++) {
+        // Interleaved so machine noise spreads over every path.
+        for (const p of paths) {
+          await p.before?.();
+          const c0 = p.cpu();
+          const m = await measure(p.address, size);
+          await p.after?.();
+          const r = per.get(p.name)!;
+          r.mibps.push(m.mibps);
+          r.p50.push(m.p50);
+          r.cpu.push((p.cpu() - c0) / m.mib);
+        }
+      }
+      if (size === 10 << 20) {
+        burst.peak = statusKb(a.pid, "VmHWM") / 1024;
+        await Bun.sleep(5000);
+        burst.after = statusKb(a.pid, "VmRSS") / 1024;
+      }
+      res.set(size, per);
+    }
+    const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+    const x = (v: number) => `${v.toFixed(2)}×`;
+    const lines = [...res].map(([size, per]) => {
       const label = size >= 1 << 20 ? `${size / (1 << 20)} MiB` : `${Math.round(size / 1024)} KiB`;
-      return `| ${label} | ${r.direct.mibps.toFixed(0)} | ${r.agent.mibps.toFixed(0)} | ${x(r.agent.mibps / r.direct.mibps)} | ${r.direct.p50.toFixed(2)} / ${r.agent.p50.toFixed(2)} (${x(r.agent.p50 / r.direct.p50)}) | ${r.direct.p99.toFixed(2)} / ${r.agent.p99.toFixed(2)} (${x(r.agent.p99 / r.direct.p99)}) | ${r.agentCpu.toFixed(2)} | ${x(r.pipe.mibps / r.direct.mibps)} / ${x(r.pipe.p50 / r.direct.p50)} / ${r.pipeCpu.toFixed(2)} |`;
+      const g = (n: string) => per.get(n);
+      const d = g("direct")!;
+      const ag = g("agent")!;
+      const pi = g("pipe")!;
+      const so = g("socat");
+      const tp = so ? med(ag.mibps) / med(so.mibps) : NaN;
+      const cpu = so ? med(ag.cpu) / med(so.cpu) : NaN;
+      const cpuTarget = size >= 500 * 1024 ? 1.0 : 1.5;
+      const soCols = so
+        ? `${med(so.mibps).toFixed(0)} | ${x(tp)} (≥ 0.95×: ${verdict(tp >= 0.95)}) | ${med(so.cpu).toFixed(2)} | ${x(cpu)} (≤ ${cpuTarget.toFixed(1)}×: ${verdict(cpu <= cpuTarget)})`
+        : "n/a | n/a | n/a | n/a";
+      return `| ${label} | ${med(d.mibps).toFixed(0)} | ${med(ag.mibps).toFixed(0)} | ${soCols} | ${med(ag.cpu).toFixed(2)} | ${x(med(ag.p50) / med(d.p50))} | ${med(pi.mibps).toFixed(0)} / ${med(pi.cpu).toFixed(2)} |`;
     });
+    const peakOk = burst.peak <= idleRss + 20;
+    const backOk = burst.after <= idleRss * 1.1;
     return [
       "## xDS relay (bench/xds.ts)",
       "",
-      `grpc-js client <- \`dist/agent proxy sidecar\` (XDS socket) <- plaintext h2 <- grpc-js istiod; direct = client -> istiod; pipe = the same through a plain Bun byte pipe (no HTTP/2, no gRPC). Best of 2 interleaved rounds; ${navigatorCores()} cores shared by all processes.`,
+      `grpc-js client ← \`dist/agent proxy sidecar\` (XDS socket) ← plaintext h2 ← grpc-js istiod (bench/xds-istiod-main.ts). Beside it, in the agent's place: socat (\`-b262144\`, TCP_NODELAY upstream; the issue's floor) and a plain Bun byte pipe; direct = client → istiod. ${ROUNDS} interleaved rounds, median; ${navigatorCores()} cores shared by all processes; load average at the end: ${load}. Targets (issue #16): throughput ≥ 0.95× socat at every size; CPU per MiB ≤ 1.0× socat at ≥ 500 KiB, ≤ 1.5× at 10 KiB.`,
       "",
-      "| message | direct MiB/s | agent MiB/s | throughput ratio | p50 ms direct / agent | p99 ms direct / agent | agent CPU ms/MiB | pipe: throughput / p50 ratio / CPU ms/MiB |",
-      "|---|---|---|---|---|---|---|---|",
+      "| message | direct MiB/s | agent MiB/s | socat MiB/s | agent ÷ socat throughput | socat CPU ms/MiB | agent ÷ socat CPU per MiB | agent CPU ms/MiB | agent p50 ÷ direct | Bun pipe MiB/s / CPU ms/MiB |",
+      "|---|---|---|---|---|---|---|---|---|---|",
       ...lines,
       "",
-      `Agent CPU overall: ${(agentCpuTotal / mibTotal).toFixed(2)} ms/MiB. Agent RSS (whole agent: status, SDS, local CA, relay): ${idleRss.toFixed(0)} MiB idle, ${peak.toFixed(0)} MiB peak (largest message 10 MiB; target <= 74 MiB).`,
+      `Burst memory (whole agent): idle ${idleRss.toFixed(0)} MiB; peak during the 10 MiB pushes ${burst.peak.toFixed(0)} MiB (target ≤ idle + 2 × 10 MiB = ${(idleRss + 20).toFixed(0)}: ${verdict(peakOk)}); 5 s after ${burst.after.toFixed(0)} MiB (target ≤ idle + 10 % = ${(idleRss * 1.1).toFixed(0)}: ${verdict(backOk)}).`,
       "",
     ].join("\n");
   } finally {
-    for (const p of [agent, pipe, istiod]) p?.kill("SIGTERM");
-    await Promise.all([agent?.exited, pipe?.exited, istiod.exited]);
+    for (const p of [agent, pipe, socat, istiod]) p?.kill("SIGTERM");
+    await Promise.all([agent?.exited, pipe?.exited, socat?.exited, istiod.exited]);
     rmSync(dir, { recursive: true, force: true });
   }
 }

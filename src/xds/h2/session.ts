@@ -36,6 +36,9 @@ export { H2Stream, type H2StreamHandlers } from "./stream.ts";
 /** Largest write handed to the socket at once; also the size from which a piece is written uncopied. */
 export const WRITE_BATCH = 128 * 1024;
 
+/** Unwritten bytes the socket may hold before the writer waits for its drain. */
+export const SOCKET_BUDGET = 256 * 1024;
+
 const EMPTY = new Uint8Array(0);
 
 /** pieces[from..to) copied into one buffer of `bytes`. */
@@ -289,8 +292,8 @@ export class H2Session implements StreamHost {
   /**
    * Hand the socket what is queued, in writes of at most WRITE_BATCH bytes: small pieces (frame
    * headers, control frames, DATA views) are copied together into one write, a piece of
-   * WRITE_BATCH or more goes as it is. Once the socket says it is full the rest waits, in order,
-   * for its drain: the socket never holds more than one batch beyond what it accepted, and no
+   * WRITE_BATCH or more goes as it is. Once the socket holds SOCKET_BUDGET unwritten bytes the
+   * rest waits, in order, for its drain: the socket never holds more than that plus one batch, and no
    * write allocates more than a batch (a whole 10 MiB message concatenated costs page faults and
    * a copy the size of the message).
    */
@@ -313,7 +316,11 @@ export class H2Session implements StreamHost {
       for (let i = this.outHead; i < end; i++) this.out[i] = EMPTY;
       this.outHead = end;
       this.outBytes -= bytes;
-      if (!this.socket.write(data)) this.socketBlocked = true;
+      // A write past the socket's own small high-water mark returns false; waiting for a drain
+      // after each batch would leave the kernel idle a turn per batch. Stop once the socket holds
+      // SOCKET_BUDGET bytes it has not written yet (its drain event follows, as a write said false).
+      this.socket.write(data);
+      if (this.socket.writableLength >= SOCKET_BUDGET) this.socketBlocked = true;
     }
     if (this.outHead === this.out.length) {
       this.out = [];
