@@ -151,6 +151,8 @@ export async function run(): Promise<string> {
           await waitFor("socat socket", () => existsSync(sock), s);
         },
         after: async () => {
+          // grpc-js keeps its connection after close(); socat would wait on it forever.
+          proc!.kill("SIGTERM");
           await proc!.exited;
           const u = proc!.resourceUsage()!.cpuTime;
           cpu += Number(u.user + u.system) / 1000;
