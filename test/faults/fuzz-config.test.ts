@@ -43,3 +43,26 @@ describe(`config fuzz, in-process (${COUNT} inputs per surface, seed ${SEED})`, 
     }, 120_000);
   }
 });
+
+// Each defect the fuzzer found, as the input that found it; they failed before their fixes.
+describe("config fuzz: the defects it found", () => {
+  const load = (c: Partial<ConfigCase> & Pick<ConfigCase, "surface" | "names">): Verdict => loadLikeTheAgent({ argv: ["sidecar"], env: {}, files: {}, ...c });
+  test.each([
+    ["an alias inside its own anchor", "gatewayTopology: &a\n  x: *a\n"],
+    ["a cycle in a map field kept verbatim", "proxyMetadata: &a\n  X: *a\n"],
+    ["nesting past 64 levels", `tracing: ${"[".repeat(70)}${"]".repeat(70)}`],
+  ])("PROXY_CONFIG with %s is refused naming PROXY_CONFIG (the first two were a stack overflow)", (_what, text) => {
+    const v = load({ surface: "PROXY_CONFIG", env: { PROXY_CONFIG: text }, names: ["PROXY_CONFIG"] });
+    expect(v).toEqual({ kind: "rejected", message: "PROXY_CONFIG: nested deeper than 64 levels (or an alias refers to itself)" });
+  });
+
+  test("a duration beyond protobuf's range is refused naming the field and the file (was a BigInt RangeError)", () => {
+    const v = load({ surface: "mesh config", files: { [MESH_PATH]: "defaultConfig:\n  discoveryRefreshDelay: 1e+308\n" }, names: ["mesh config"] });
+    expect(v).toEqual({ kind: "rejected", message: 'mesh config ./etc/istio/config/mesh: discoveryRefreshDelay: 1e+308 is out of range (at most 315576000000s)' });
+  });
+
+  test("a Go duration past int64 nanoseconds is not a duration, as Go's time.ParseDuration says", () => {
+    const v = load({ surface: "PROXY_CONFIG", env: { PROXY_CONFIG: "drainDuration: 9999999999h" }, names: ["PROXY_CONFIG"] });
+    expect(v).toEqual({ kind: "rejected", message: 'PROXY_CONFIG: drainDuration: "9999999999h" is not a duration (want e.g. "45s" or "1m30s")' });
+  });
+});
