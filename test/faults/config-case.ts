@@ -38,7 +38,7 @@ export interface ConfigCase {
   names: string[];
 }
 
-export type Verdict = { kind: "accepted" } | { kind: "rejected"; message: string } | { kind: "crash"; error: string };
+export type Verdict = { kind: "accepted" } | { kind: "help" } | { kind: "rejected"; message: string } | { kind: "crash"; error: string };
 
 /**
  * For runs of the compiled binary: no fields or variables that name paths the agent writes (as
@@ -85,7 +85,7 @@ export function makeCase(r: Rand, surface: Surface, binary = false): ConfigCase 
 export function loadLikeTheAgent(c: ConfigCase): Verdict {
   try {
     const parsed = parseFlags(c.argv, ALL_FLAGS, { allowUnknown: true });
-    if (parsed.values.help) return { kind: "accepted" };
+    if (parsed.values.help) return { kind: "help" };
     logSinkFromFlags(parsed, { stdout: () => {}, stderr: () => {} });
     if (parsed.positionals.length > 1) throw new CliError(`proxy: expected at most one proxy type, got ${parsed.positionals.join(" ")}`);
     const flags = parsed.values as unknown as ProxyFlags;
