@@ -1,0 +1,95 @@
+// A kubelet-like prober for the load cases: GET /healthz/ready every 50 ms from a process of its
+// own, so the latencies it records are the agent's and not the busy test process's event loop.
+// Beside each probe of the agent it probes a control: a bare HTTP server in another process of
+// its own, which shows what any process on this machine gets at that moment (on a shared,
+// overloaded machine both are slow; what the agent adds is the difference).
+// stop() ends both and returns every latency and every failure (a probe unanswered within 5 s).
+
+const PROBER = `
+const [agentPort, controlPort] = process.argv.slice(-2).map(Number);
+const agent = [], control = [], failures = [];
+let running = true;
+process.on("SIGTERM", () => (running = false));
+async function probe(port, into, path) {
+  const t0 = performance.now();
+  try {
+    const r = await fetch("http://127.0.0.1:" + port + path, { signal: AbortSignal.timeout(5000) });
+    await r.arrayBuffer();
+    into.push(performance.now() - t0);
+  } catch (e) {
+    failures.push(port + ": " + String(e && e.message));
+  }
+}
+while (running) {
+  await probe(agentPort, agent, "/healthz/ready");
+  await probe(controlPort, control, "/");
+  if (agent.length + failures.length === 1) process.stdout.write("ready\\n");
+  await Bun.sleep(50);
+}
+process.stdout.write(JSON.stringify({ ms: agent, control, failures }));
+`;
+
+const CONTROL = `
+const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
+process.stdout.write(server.port + "\\n");
+process.on("SIGTERM", () => process.exit(0));
+`;
+
+export interface ProbeResult {
+  /** The agent's /healthz/ready latencies (ms). */
+  ms: number[];
+  /** The control server's latencies, probed right after each of the agent's. */
+  control: number[];
+  failures: string[];
+}
+
+export interface StatusProber {
+  stop(): Promise<ProbeResult>;
+}
+
+async function readUntil(reader: { read(): Promise<{ value?: Uint8Array; done: boolean }> }, state: { text: string }, marker: string, what: string): Promise<void> {
+  const dec = new TextDecoder();
+  while (!state.text.includes(marker)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${what} exited early`);
+    state.text += dec.decode(value, { stream: true });
+  }
+}
+
+/** Starts the control server and the prober; resolves once the first probe is done, so the load that follows is covered. */
+export async function startStatusProber(port: number): Promise<StatusProber> {
+  const control = Bun.spawn([process.execPath, "-e", CONTROL], { stdout: "pipe", stderr: "inherit" });
+  const cOut = { text: "" };
+  await readUntil((control.stdout as ReadableStream<Uint8Array>).getReader(), cOut, "\n", "the control server");
+  const controlPort = Number(cOut.text.trim());
+  const proc = Bun.spawn([process.execPath, "-e", PROBER, String(port), String(controlPort)], { stdout: "pipe", stderr: "inherit" });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  const out = { text: "" };
+  await readUntil(reader, out, "ready\n", "the status prober");
+  out.text = out.text.slice(out.text.indexOf("ready\n") + 6);
+  return {
+    async stop() {
+      proc.kill("SIGTERM");
+      const dec = new TextDecoder();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        out.text += dec.decode(value, { stream: true });
+      }
+      await proc.exited;
+      control.kill("SIGTERM");
+      await control.exited;
+      return JSON.parse(out.text) as ProbeResult;
+    },
+  };
+}
+
+/** The q-quantile (nearest rank) of `xs`. */
+export function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
+}
+
+export function summary(ms: readonly number[]): string {
+  return `${ms.length} probes, p50 ${quantile(ms, 0.5).toFixed(0)} ms, p99 ${quantile(ms, 0.99).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms, ${ms.filter((x) => x >= 100).length} at or over 100 ms`;
+}
