@@ -1,7 +1,7 @@
 // Load against the compiled agent: 10,000 pushes relayed in order; 200 ADS streams opened at
 // once (the agent relays one: the newest wins, the others end CANCELLED); 200 SDS streams at once
 // answered from the cache with no extra CA call. Throughout, a prober in a process of its own
-// hits /healthz/ready every 50 ms: every probe answered, p99 and max within literal bounds.
+// hits /healthz/ready every 50 ms: every probe answered, p99 under 1 s (the kubelet's timeout).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,7 +13,7 @@ import { fetchSecret, startMesh, type Mesh } from "../e2e/mesh.ts";
 import { fileIfExists, until, type Pod } from "../e2e/pod.ts";
 import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
-import { quantile, startStatusProber, summary, type ProbeResult } from "./status-prober.ts";
+import { expectStatusBounds, startStatusProber } from "./status-prober.ts";
 
 const PUSHES = Number(process.env.FAULTS_LOAD_PUSHES ?? 10_000);
 const STREAMS = Number(process.env.FAULTS_LOAD_STREAMS ?? 200);
@@ -22,26 +22,6 @@ let work: string;
 let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
-
-/**
- * The status port under load: every probe answered; and p99 under 100 ms (a kubelet's target)
- * whenever the machine can measure it: when a bare HTTP server in another process, probed at the
- * same moments, had its p99 under CONTROL_QUIET_MS. On a shared, overloaded machine every process
- * waits for a CPU and the figure says nothing about the agent; it is then printed, not asserted.
- * The raw figures go to docs/reliability.md.
- */
-const P99_BOUND_MS = 100;
-const CONTROL_QUIET_MS = 50;
-
-function expectStatusBounds(r: ProbeResult, what: string): void {
-  expect(r.failures).toEqual([]);
-  expect(r.ms.length).toBeGreaterThan(0);
-  const agentP99 = quantile(r.ms, 0.99);
-  const controlP99 = quantile(r.control, 0.99);
-  const quiet = controlP99 < CONTROL_QUIET_MS;
-  console.log(`load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${controlP99.toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms${quiet ? "" : ` — the machine is overloaded (control p99 ≥ ${CONTROL_QUIET_MS} ms): the ${P99_BOUND_MS} ms bound is not asserted`}`);
-  if (quiet) expect(agentP99).toBeLessThan(P99_BOUND_MS);
-}
 
 /** CPU time (user + system, ms) the process has used: to tell the agent's own cost from the machine's load. */
 function cpuMs(pid: number): number {
