@@ -185,7 +185,9 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
         await Bun.sleep(5);
         maxRss = Math.max(maxRss, rssMiB(pod));
       }
-      if (i % 2000 === 1999) await answered([]);
+      // A normal resolver's query, with its retries: right after a burst the socket's receive
+      // queue may still be full and drop one datagram (UDP; the agent is not at fault).
+      if (i % 2000 === 1999) await answered(["+tries=3", "+time=2"]);
     }
     udp.close();
     // TCP: 20 framed messages a connection (a lying length prefix swallows what follows it on its
