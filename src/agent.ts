@@ -195,13 +195,15 @@ export class Agent {
             })
           : undefined;
       if (!status) this.log.info("status server disabled (statusPort 0)");
+      // --stsPort: the token exchange service for Envoy's Google gRPC services (its code loads only then).
+      const sts = cfg.flags.stsPort > 0 ? (await import("./sts/index.ts")).createStsServer(cfg, { sink, platform: () => platformWait, now: () => Date.now() }) : undefined;
       step("build");
 
       // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy. They are
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
+      const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {

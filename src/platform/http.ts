@@ -49,7 +49,8 @@ export const fetchMetadata: MetadataHttp = async (req) => {
   }
 };
 
-async function readCapped(res: Response, cap: number): Promise<string> {
+/** A response body as text, failing once it passes `cap` bytes (the rest is not read). */
+export async function readCapped(res: { body: ReadableStream<Uint8Array> | null }, cap: number): Promise<string> {
   if (!res.body) return "";
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
