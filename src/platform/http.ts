@@ -10,6 +10,8 @@ export interface MetadataRequest {
   url: string;
   headers?: Record<string, string>;
   timeoutMs: number;
+  /** Largest answer accepted (default METADATA_BODY_CAP). */
+  capBytes?: number;
 }
 
 export interface MetadataResponse {
@@ -41,7 +43,7 @@ export const fetchMetadata: MetadataHttp = async (req) => {
     throw new MetadataHttpError(req.url, msg);
   }
   try {
-    const body = await readCapped(res, METADATA_BODY_CAP);
+    const body = await readCapped(res, req.capBytes ?? METADATA_BODY_CAP);
     return { status: res.status, headers: res.headers, body };
   } catch (e) {
     const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : (e as Error).message;
