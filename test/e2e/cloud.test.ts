@@ -38,7 +38,7 @@ beforeAll(async () => {
     identity: (aud, format) => (aud === "cluster.local" && format === "full" ? GCE_TOKEN : "wrong-audience-or-format"),
   });
   greeter = await startGreeter("A");
-  google = startFakeGoogle();
+  google = startFakeGoogle({ expireTime: new Date(Date.now() + 3600_000).toISOString() });
   stsPort = await freePort();
   mesh = await startMesh(greeterTable(greeter.port), {
     env: {
@@ -119,7 +119,9 @@ test("GCE VM: --stsPort exchanges the workload's token for a Google access token
   expect(res.status).toBe(200);
   const answer = JSON.parse(await res.text());
   expect(answer).toMatchObject({ access_token: "ya29.access-FAKE-0002", issued_token_type: "urn:ietf:params:oauth:token-type:access_token", token_type: "Bearer" });
-  expect(answer.expires_in).toBeGreaterThan(3000);
+  // IAM's expireTime is an hour away: Istio's expires_in is the whole seconds left.
+  expect(answer.expires_in).toBeGreaterThan(3500);
+  expect(answer.expires_in).toBeLessThanOrEqual(3600);
   // The exchange used the project number from the metadata server and the GCE identity provider.
   expect(JSON.parse(google.stsCalls[0]!.body)).toMatchObject({ audience: "identitynamespace:cluster.local:GoogleComputeEngine", subjectToken: GCE_TOKEN });
   expect(google.iamCalls[0]!.path).toBe("/v1/projects/-/serviceAccounts/service-31337@gcp-sa-meshdataplane.iam.gserviceaccount.com:generateAccessToken");

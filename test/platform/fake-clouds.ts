@@ -21,7 +21,7 @@ export interface FakeCloudOptions {
   port?: number;
 }
 
-function serve(handler: (req: Request, url: URL) => Response, opts: FakeCloudOptions = {}): FakeCloud {
+function serve(handler: (req: Request, url: URL) => Response | Promise<Response>, opts: FakeCloudOptions = {}): FakeCloud {
   const seen: Seen[] = [];
   const server = Bun.serve({
     hostname: opts.hostname ?? "127.0.0.1",
