@@ -172,6 +172,22 @@ describe("listening and plugins", () => {
     expect(refused).toBe(true);
   });
 
+  test("with ::1 (an IPv6 proxy) it listens there, and not on 127.0.0.1", async () => {
+    const lines: string[] = [];
+    const server = createStsServerFrom(settings({ host: "::1" }), { sink: new LogSink({ write: (l) => lines.push(l) }), platform: async () => GCE_PLATFORM, now: () => T0 });
+    const ac = new AbortController();
+    await server.start(ac.signal);
+    try {
+      const res = await fetch(`http://[::1]:${server.port()}/stsStatus`);
+      expect(res.status).toBe(200);
+      await expect(fetch(`http://127.0.0.1:${server.port()}/stsStatus`)).rejects.toThrow();
+      expect(lines.join("\n")).toContain(`Start listening on ::1:${server.port()}`);
+    } finally {
+      ac.abort();
+      await server.stopped();
+    }
+  });
+
   test("the listen address follows Istio's rule: ::1 for IPv6-only proxies or an IPv6 INSTANCE_IP that is not link-local", () => {
     expect(stsListenHost("ipv4", "10.0.0.1")).toBe("127.0.0.1");
     expect(stsListenHost("ipv6", "")).toBe("::1");
