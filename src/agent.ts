@@ -16,6 +16,7 @@ import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
+import { systemClock, type Clock } from "./lib/clock.ts";
 import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
@@ -31,8 +32,10 @@ import type { PlatformDeps } from "./platform/types.ts";
 
 export interface AgentDeps {
   sink: LogSink;
-  /** Monotonic clock in ms (tests inject). */
+  /** Monotonic clock in ms for the start-path timings (tests inject). */
   now?: () => number;
+  /** Time for every component's waits, timers and timestamps (tests pass a manual one). */
+  clock?: Clock;
   /** `--log_as_json`, so Envoy's own log matches. */
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
@@ -71,6 +74,7 @@ export class Agent {
   private readonly components: Component[] = [];
   private readonly log: Logger;
   private readonly now: () => number;
+  private readonly clock: Clock;
   /** Aborted once Envoy is gone: stops everything but Envoy. */
   private readonly stopAll = new AbortController();
   private resolveDone!: (code: number) => void;
@@ -88,9 +92,10 @@ export class Agent {
   ) {
     this.log = deps.sink.logger();
     this.now = deps.now ?? (() => performance.now());
+    this.clock = deps.clock ?? systemClock;
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
-    this.readiness = new Readiness();
+    this.readiness = new Readiness(() => this.clock.now());
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
@@ -168,8 +173,8 @@ export class Agent {
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
-      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
@@ -239,6 +244,7 @@ export class Agent {
         this.envoy = createEnvoySupervisor(cfg, {
           log: sink.logger("envoy"),
           readiness: this.readiness,
+          clock: this.clock,
           bootstrapPath: bootstrap.path,
           certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
