@@ -17,6 +17,7 @@ import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
+import { DrainTrigger } from "./lib/drain.ts";
 import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
@@ -58,9 +59,6 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
 export const START_FAILURE_EXIT_CODE = 255;
 
-/** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
-const STOP_GRACE_MS = 5_000;
-
 export class Agent {
   readonly registry: Registry;
   readonly readiness: Readiness;
@@ -75,8 +73,8 @@ export class Agent {
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly clock: Clock;
-  /** Aborted once Envoy is gone: stops everything but Envoy. */
-  private readonly stopAll = new AbortController();
+  /** Started once Envoy is gone: stops everything but Envoy, waiting up to the shutdown budget. */
+  private readonly drain: DrainTrigger;
   private resolveDone!: (code: number) => void;
   /** Resolves when the start path is over (started, failed or aborted): background work may begin. */
   readonly afterStart: Promise<void>;
@@ -93,6 +91,7 @@ export class Agent {
     this.log = deps.sink.logger();
     this.now = deps.now ?? (() => performance.now());
     this.clock = deps.clock ?? systemClock;
+    this.drain = new DrainTrigger({ clock: this.clock });
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
     this.readiness = new Readiness(() => this.clock.now());
@@ -125,7 +124,7 @@ export class Agent {
     }
     if (limitBytes === undefined) return;
     const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
-    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.drain.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -143,7 +142,7 @@ export class Agent {
     const sink = this.deps.sink;
     const common = { registry: this.registry, readiness: this.readiness };
     const envoyEnabled = !env.DISABLE_ENVOY;
-    const stop = this.stopAll.signal;
+    const stop = this.drain.signal;
 
     const lifecycle: LifecycleControl = {
       quit: () => {
@@ -292,7 +291,7 @@ export class Agent {
     this.log.warn("forced stop");
     void this.envoy?.shutdown({ immediate: true });
     this.finish(this.exitCode);
-    setTimeout(() => this.resolveDone(this.exitCode), 1000).unref?.();
+    this.clock.timer(1000, () => this.resolveDone(this.exitCode));
   }
 
   /** Envoy is gone (or there is none): stop the other components, then resolve `done`. */
@@ -300,11 +299,9 @@ export class Agent {
     if (this.finishing) return;
     this.finishing = true;
     if (code !== 0) this.exitCode = code;
-    this.stopAll.abort();
-    const waits = this.components.map((c) => c.stopped?.() ?? Promise.resolve());
-    const deadline = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), STOP_GRACE_MS).unref?.());
-    void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
-      if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
+    for (const c of this.components) this.drain.track(c.name, c.stopped?.() ?? Promise.resolve());
+    void this.drain.start().then((outcome) => {
+      if (!outcome.complete) this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
       this.log.info("Agent stopped");
       if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);

@@ -124,6 +124,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
       exitOnZeroActiveConnections: env.EXIT_ON_ZERO_ACTIVE_CONNECTIONS,
       terminationDrainMs,
       minimumDrainMs: env.MINIMUM_DRAIN_DURATION,
+      terminationGraceSeconds: env.TERMINATION_GRACE_PERIOD_SECONDS,
       ...(deps.stopGraceMs !== undefined ? { stopGraceMs: deps.stopGraceMs } : {}),
     }),
     knownListeners: knownIstioListeners({

@@ -11,7 +11,7 @@ import type { Logger } from "../lib/log.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { argsForLog, envoyArgs, type EnvoyArgsOptions } from "./args.ts";
-import { describeDrainPlan, type DrainPlan } from "./drainplan.ts";
+import { describeDrainPlan, drainPlanWarning, type DrainPlan } from "./drainplan.ts";
 import { waitForDrain } from "./drain.ts";
 import { EnvoyError } from "./errors.ts";
 import { FileChangeWatcher } from "./filewatch.ts";
@@ -108,6 +108,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     if (this.stateNow !== "idle") throw new EnvoyError(`envoy supervisor already started (state ${this.stateNow})`, "start");
     const o = this.opts;
     this.log.info(describeDrainPlan(o.drainPlan));
+    const tooLong = drainPlanWarning(o.drainPlan);
+    if (tooLong) this.log.warn(tooLong);
     const r = o.restart;
     this.log.info(
       r.mode === "never"
