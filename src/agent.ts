@@ -30,6 +30,7 @@ import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
+import { errorMessage } from "./lib/errors.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -259,7 +260,7 @@ export class Agent {
       }
     } catch (e) {
       // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
-      this.log.error(`agent failed to start: ${(e as Error).message}`);
+      this.log.error(`agent failed to start: ${errorMessage(e)}`);
       this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
       this.finish(START_FAILURE_EXIT_CODE);
@@ -281,7 +282,7 @@ export class Agent {
       log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
       return found.info;
     } catch (e) {
-      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      log.warn(`platform discovery failed, treating it as Unknown: ${errorMessage(e)}`);
       return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
     }
   }

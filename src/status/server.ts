@@ -20,7 +20,8 @@ import type { Readiness } from "../lib/readiness.ts";
 import { AppProbeHandler } from "./apphandler.ts";
 import { parseAppProbers } from "./appprobers.ts";
 import { EnvoyReadinessProbe, type HttpGetText } from "./envoyready.ts";
-import { StatusError, errorMessage } from "./errors.ts";
+import { StatusError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
 import { maybeGzip } from "./gzip.ts";
 import { type HealthCheckConfig, WorkloadHealthChecker } from "./healthcheck.ts";
@@ -166,12 +167,12 @@ export class StatusServer implements Component {
       this.server = serve(hostname);
     } catch (e) {
       if (this.opts.hostname !== undefined || /EADDRINUSE|in use/i.test(errorMessage(e))) {
-        throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server");
+        throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server", { cause: e });
       }
       try {
         this.server = serve("0.0.0.0");
       } catch (e2) {
-        throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server");
+        throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server", { cause: e2 });
       }
     }
     this.log.info(`Opening status port ${this.port()}`);

@@ -21,6 +21,7 @@ import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
+import { ids } from "../lib/log.ts";
 
 export const READINESS_XDS = "xds connected";
 
@@ -84,7 +85,7 @@ export class XdsProxy implements Component, HealthReporter {
       onCall: (call) => this.onCall(call),
     });
     await this.server.listen();
-    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`);
+    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`, ids({ path: this.o.socketPath }));
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));
     const stop = async () => {
