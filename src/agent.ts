@@ -197,6 +197,7 @@ export class Agent {
               health: xds,
               envoyEnabled,
               shutdown: signal,
+              now: () => this.clock.now(),
             })
           : undefined;
       if (!status) this.log.info("status server disabled (statusPort 0)");

@@ -29,6 +29,7 @@ import { isLoopback } from "./loopback.ts";
 import { MetricsMerger } from "./merge.ts";
 import { ReadyCheck, renderNotReady } from "./readycheck.ts";
 import { parseScrapeConfig } from "./scrapeconfig.ts";
+import { systemClock } from "../lib/clock.ts";
 
 export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
 
@@ -98,7 +99,7 @@ export class StatusServer implements Component {
 
   constructor(private readonly opts: StatusServerOptions) {
     this.log = opts.log;
-    const now = opts.now ?? Date.now;
+    const now = opts.now ?? systemClock.now;
     if (opts.envoy) {
       this.envoyReady = new EnvoyReadinessProbe({ adminHost: opts.envoy.adminHost, adminPort: opts.envoy.adminPort, shutdown: opts.shutdown, get: opts.envoy.get });
     }
@@ -220,7 +221,7 @@ export class StatusServer implements Component {
       if (!this.everReady) {
         this.everReady = true;
         const start = this.opts.processStartMs ?? performance.timeOrigin;
-        const elapsedMs = (this.opts.now ?? Date.now)() - start;
+        const elapsedMs = (this.opts.now ?? systemClock.now)() - start;
         this.startup.set(elapsedMs / 1000);
         this.log.info(`Readiness succeeded in ${formatGoDuration(elapsedMs)}`);
       }
