@@ -108,3 +108,17 @@ describe("systemClock", () => {
     expect(fired).toEqual([]);
   });
 });
+
+describe("systemClock beyond setTimeout's range", () => {
+  test("a sleep longer than 2^31-1 ms does not end at once", async () => {
+    const ac = new AbortController();
+    let ended: boolean | undefined;
+    const long = systemClock.sleep(1000 * 3_600_000, ac.signal).then((v) => (ended = v));
+    // A 20 ms real sleep as the sentinel: a delay overflowing setTimeout would have fired at 1 ms.
+    await systemClock.sleep(20);
+    expect(ended).toBeUndefined();
+    ac.abort();
+    await long;
+    expect(ended).toBe(false);
+  });
+});
