@@ -114,8 +114,9 @@ describe("systemClock beyond setTimeout's range", () => {
     const ac = new AbortController();
     let ended: boolean | undefined;
     const long = systemClock.sleep(1000 * 3_600_000, ac.signal).then((v) => (ended = v));
-    // A 20 ms real sleep as the sentinel: a delay overflowing setTimeout would have fired at 1 ms.
-    await systemClock.sleep(20);
+    // Sentinel: a 1 ms timer set after it. setTimeout turns an overflowing delay into 1 ms, and
+    // timers due at the same time fire in the order they were set, so it would have fired first.
+    await systemClock.sleep(1);
     expect(ended).toBeUndefined();
     ac.abort();
     await long;
