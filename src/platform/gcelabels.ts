@@ -8,6 +8,7 @@
 
 import type { GceMetadataClient } from "./gcemetadata.ts";
 import { endpointsOf, type PlatformDeps } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const COMPUTE_READONLY_SCOPE = "https://www.googleapis.com/auth/compute.readonly";
 /** Istio's defaultTimeout for the whole lookup. */
@@ -46,7 +47,7 @@ async function lookup(ref: GceInstanceRef, client: GceMetadataClient, deps: Plat
     if (typeof parsed?.access_token !== "string" || parsed.access_token === "") throw new Error("no access_token in the metadata server's answer");
     token = parsed.access_token;
   } catch (e) {
-    deps.log.warn(`failed to find default credentials: ${(e as Error).message}`);
+    deps.log.warn(`failed to find default credentials: ${errorMessage(e)}`);
     return {};
   }
   const path = ["projects", ref.project, "zones", ref.location, "instances", ref.instance].map((p) => encodeURIComponent(p)).join("/");
@@ -59,7 +60,7 @@ async function lookup(ref: GceInstanceRef, client: GceMetadataClient, deps: Plat
     if (typeof labels !== "object" || Array.isArray(labels) || !Object.values(labels).every((v) => typeof v === "string")) throw new Error("labels is not a map of strings");
     return { ...(labels as Record<string, string>) };
   } catch (e) {
-    deps.log.warn(`unable to retrieve instance labels: ${(e as Error).message}`);
+    deps.log.warn(`unable to retrieve instance labels: ${errorMessage(e)}`);
     return {};
   }
 }

@@ -4,7 +4,8 @@
 // sends the body again (Go's client sent an empty body on a retry of the same request).
 
 import { readCapped } from "../platform/http.ts";
-import { sleep } from "../lib/component.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** Istio's httpTimeOutInSec. */
 export const CLOUD_CALL_TIMEOUT_MS = 5_000;
@@ -22,6 +23,8 @@ export interface CloudCallOptions {
   pauseMs?: number;
   capBytes?: number;
   fetch?: typeof fetch;
+  /** Waits between attempts (the system clock by default). */
+  clock?: Pick<Clock, "sleep">;
 }
 
 export class CloudCallError extends Error {
@@ -43,13 +46,13 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   const payload = JSON.stringify(body);
   let last = new CloudCallError(`${url}: no attempt made`, 0);
   for (let i = 0; i < attempts; i++) {
-    if (i > 0) await sleep(opts.pauseMs ?? CLOUD_RETRY_PAUSE_MS);
+    if (i > 0) await (opts.clock ?? systemClock).sleep(opts.pauseMs ?? CLOUD_RETRY_PAUSE_MS);
     const signal = AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
       res = await doFetch(url, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: payload, signal, redirect: "manual", keepalive: false });
     } catch (e) {
-      last = new CloudCallError(signal.aborted ? `no answer from ${url} within ${timeoutMs}ms` : `${url}: ${(e as Error).message}`, 0);
+      last = new CloudCallError(signal.aborted ? `no answer from ${url} within ${timeoutMs}ms` : `${url}: ${errorMessage(e)}`, 0);
       continue;
     }
     let text: string;
@@ -61,7 +64,7 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
         continue;
       }
       // Too large (or cut off): asking again would get the same.
-      last = new CloudCallError(`answer from ${url} (HTTP status ${res.status}): ${(e as Error).message}`, res.status);
+      last = new CloudCallError(`answer from ${url} (HTTP status ${res.status}): ${errorMessage(e)}`, res.status);
       break;
     }
     if (res.status === 200) return text;

@@ -11,6 +11,7 @@ import type { Logger } from "../lib/log.ts";
 import { federatedAudience, type AudienceInputs } from "./audience.ts";
 import { CloudCallError, postJson, type CloudCallOptions } from "./cloudcall.ts";
 import { ACCESS_TOKEN_TYPE, goJsonIndent, goTimeJson, type StsRequest } from "./protocol.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
 /** Istio's defaultGracePeriod: a cached access token closer than this to expiry is fetched again. */
@@ -146,7 +147,7 @@ export class GoogleTokenExchange implements TokenManager {
       return await postJson(url, body, headers, this.opts.call);
     } catch (e) {
       const status = e instanceof CloudCallError ? e.status : 0;
-      const msg = `failed to exchange ${what} (HTTP status ${status}): ${(e as Error).message}`;
+      const msg = `failed to exchange ${what} (HTTP status ${status}): ${errorMessage(e)}`;
       this.opts.log.error(msg);
       throw new TokenExchangeError(msg);
     }
@@ -158,7 +159,7 @@ function parseJson(text: string, what: string): Record<string, unknown> {
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new TokenExchangeError(`failed to unmarshal ${what} response data: ${(e as Error).message}`);
+    throw new TokenExchangeError(`failed to unmarshal ${what} response data: ${errorMessage(e)}`);
   }
   if (v === null || typeof v !== "object" || Array.isArray(v)) throw new TokenExchangeError(`failed to unmarshal ${what} response data: not a JSON object`);
   return v as Record<string, unknown>;

@@ -3,6 +3,8 @@
 // its validation in Istio's order with Istio's messages, and the JSON bodies of the answers, laid
 // out as Go's json.MarshalIndent writes them. Pure: no I/O.
 
+import { errorMessage } from "../lib/errors.ts";
+
 export const TOKEN_PATH = "/token";
 /** The status dump path (Istio's StsStatusPath). */
 export const STATUS_PATH = "/stsStatus";
@@ -76,7 +78,7 @@ export function validateStsRequest(method: string, contentType: string | null, b
   try {
     form = parseForm(body);
   } catch (e) {
-    return { ok: false, reason: `failed to parse query from STS request: ${(e as Error).message}` };
+    return { ok: false, reason: `failed to parse query from STS request: ${errorMessage(e)}` };
   }
   const get = (k: string) => form.get(k) ?? "";
   if (get("grant_type") !== TOKEN_EXCHANGE_GRANT) {

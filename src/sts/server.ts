@@ -9,6 +9,7 @@ import type { Logger } from "../lib/log.ts";
 import { readCapped } from "../platform/http.ts";
 import type { TokenManager } from "./google.ts";
 import { errorBody, errorStatus, STATUS_PATH, STS_FORM_CAP, successBody, TOKEN_PATH, validateStsRequest, type StsErrorCode } from "./protocol.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** Istio's IdleTimeout (90 s); Bun bounds a silent connection with it. */
 const IDLE_TIMEOUT_SEC = 90;
@@ -57,7 +58,7 @@ export class StsServer implements Component {
         },
       });
     } catch (e) {
-      throw new StsServerError(`STS server cannot listen on ${host.includes(":") ? `[${host}]` : host}:${port} (--stsPort): ${(e as Error).message}`);
+      throw new StsServerError(`STS server cannot listen on ${host.includes(":") ? `[${host}]` : host}:${port} (--stsPort): ${errorMessage(e)}`);
     }
     this.opts.log.info(`Start listening on ${host}:${this.port()}`);
     let resolveDone!: () => void;
@@ -88,7 +89,7 @@ export class StsServer implements Component {
       try {
         body = await readCapped(req, STS_FORM_CAP);
       } catch (e) {
-        return this.fail("invalid_request", `failed to parse query from STS request: request body larger than ${STS_FORM_CAP} bytes (${(e as Error).message})`);
+        return this.fail("invalid_request", `failed to parse query from STS request: request body larger than ${STS_FORM_CAP} bytes (${errorMessage(e)})`);
       }
     }
     const v = validateStsRequest(req.method, req.headers.get("content-type"), body);
@@ -101,8 +102,8 @@ export class StsServer implements Component {
       this.opts.log.debug("sent out STS success response");
       return new Response(successBody(t.accessToken, t.expiresInSec), { status: 200, headers: { "Content-Type": "application/json" } });
     } catch (e) {
-      this.opts.log.warn(`token manager fails to generate token: ${(e as Error).message}`);
-      return this.fail("invalid_target", (e as Error).message);
+      this.opts.log.warn(`token manager fails to generate token: ${errorMessage(e)}`);
+      return this.fail("invalid_target", errorMessage(e));
     }
   }
 
@@ -110,8 +111,8 @@ export class StsServer implements Component {
     try {
       return new Response(this.manager!.dump(), { status: 200, headers: { "Content-Type": "application/json" } });
     } catch (e) {
-      this.opts.log.error(`token manager failed at dumping token status: ${(e as Error).message}`);
-      return new Response(`failure in dumping STS server status: ${(e as Error).message}`, { status: 500 });
+      this.opts.log.error(`token manager failed at dumping token status: ${errorMessage(e)}`);
+      return new Response(`failure in dumping STS server status: ${errorMessage(e)}`, { status: 500 });
     }
   }
 
