@@ -90,7 +90,7 @@ export class Agent {
     this.now = deps.now ?? (() => performance.now());
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
-    this.readiness = new Readiness();
+    this.readiness = new Readiness(this.now, deps.sink.logger("readiness"));
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart

@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { sleep, type Component } from "../lib/component.ts";
 import type { LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { argsForLog, envoyArgs, type EnvoyArgsOptions } from "./args.ts";
 import { describeDrainPlan, type DrainPlan } from "./drainplan.ts";
@@ -232,7 +232,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   private markTerminating(): void {
-    this.terminating ??= this.opts.readiness.block("terminating");
+    this.terminating ??= this.opts.readiness.block(READINESS.terminating);
   }
 
   // ---- processes -----------------------------------------------------------------------------
@@ -338,7 +338,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   private scheduleRestart(delayMs: number, attempt: number): void {
-    this.restartBlocker ??= this.opts.readiness.block("envoy restarting");
+    this.restartBlocker ??= this.opts.readiness.block(READINESS.envoyRestarting);
     this.restartBlocker.reblock();
     this.log.info(`restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`);
     const ac = new AbortController();

@@ -17,7 +17,7 @@ import { dirname, resolve } from "node:path";
 import type { Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
 import { counter, type Registry } from "../lib/metrics.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { adsCodec, type AdsCodec } from "./codec.ts";
 import { DeltaStream, type DeltaEvent } from "./delta.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -28,7 +28,6 @@ import { SotwStream, type SotwEvent } from "./sotw.ts";
 import { XdsFileSource, type ReloadResult } from "./source.ts";
 
 export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService";
-export const LOADED_BLOCKER = "local xDS file loaded";
 
 export interface LocalXdsServerOptions {
   /** The xDS file (LOCAL_XDS_PATH); relative paths resolve against `cwd`. */
@@ -124,7 +123,7 @@ export class LocalXdsServer implements Component {
   constructor(private readonly opts: LocalXdsServerOptions) {
     this.log = opts.log;
     this.cwd = opts.cwd ?? process.cwd();
-    this.blocker = opts.readiness?.block(LOADED_BLOCKER);
+    this.blocker = opts.readiness?.block(READINESS.localXdsLoaded);
     const reg = opts.registry;
     this.metrics = reg
       ? {

@@ -17,7 +17,7 @@ import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
 import { clockSleep, systemClock, type Clock } from "./clock.ts";
 import { detectSdsMode, type SdsMode } from "./external.ts";
@@ -28,8 +28,6 @@ import { ROOT_CA, WORKLOAD_KEY_CERT } from "./resources.ts";
 import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
 import { SdsServer } from "./server.ts";
 
-export const WARMED_BLOCKER = "certificate warmed";
-export const RENEWAL_BLOCKER = "certificate renewal";
 
 export interface SecretManagerDeps {
   log: Logger;
@@ -77,7 +75,7 @@ export class SecretManager implements Component, TrustBundleSink {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
-    this.warmed = deps.readiness.warn(WARMED_BLOCKER);
+    this.warmed = deps.readiness.warn(READINESS.certificateWarmed);
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -100,7 +98,7 @@ export class SecretManager implements Component, TrustBundleSink {
         ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode) } : {}),
         ...(o.crlPath ? { crlPath: o.crlPath } : {}),
       },
-      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, RENEWAL_BLOCKER) },
+      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal) },
     );
     this.cache = cache;
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);

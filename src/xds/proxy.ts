@@ -10,7 +10,7 @@ import type { Logger } from "../lib/log.ts";
 import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { DownstreamServer, type DownstreamCall, type DownstreamHandlers } from "./downstream.ts";
 import { internalHandlers, type InternalHandler } from "./internal.ts";
 import { lazyXdsCodec, type AgentRequest, type XdsCodec } from "./messages.ts";
@@ -20,8 +20,6 @@ import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./ty
 import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
-
-export const READINESS_XDS = "xds connected";
 
 /** Longest the proxy waits at shutdown for a message in flight and for clients to get the end. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -72,7 +70,7 @@ export class XdsProxy implements Component, HealthReporter {
     this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
-    this.blocker = o.readiness?.warn(READINESS_XDS);
+    this.blocker = o.readiness?.warn(READINESS.xdsConnected);
     this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
   }
 
