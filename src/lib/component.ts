@@ -14,6 +14,17 @@ export interface Component {
   stopped?(): Promise<void>;
 }
 
+/** A component could not start (or, once started, stopped working): names it, keeps the cause. */
+export class ComponentError extends Error {
+  override name = "ComponentError";
+  constructor(
+    readonly component: string,
+    cause: unknown,
+  ) {
+    super(`${component}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
 /** Sleep that ends early (resolving false) when the signal aborts. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
