@@ -22,6 +22,8 @@ import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
+import { systemClock, type Clock } from "./lib/clock.ts";
+import { DrainTrigger } from "./lib/drain.ts";
 import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
@@ -39,8 +41,10 @@ import type { PlatformDeps } from "./platform/types.ts";
 
 export interface AgentDeps {
   sink: LogSink;
-  /** Monotonic clock in ms (tests inject). */
+  /** Monotonic clock in ms for the start-path timings (tests inject). */
   now?: () => number;
+  /** Time for every component's waits, timers and timestamps (tests pass a manual one). */
+  clock?: Clock;
   /** `--log_as_json`, so Envoy's own log matches. */
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
@@ -81,9 +85,6 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
 export const START_FAILURE_EXIT_CODE = 255;
 
-/** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
-const STOP_GRACE_MS = 5_000;
-
 /** A started component and the signal that stops it. */
 interface Running {
   component: Component;
@@ -104,8 +105,9 @@ export class Agent {
   private readonly running: Running[] = [];
   private readonly log: Logger;
   private readonly now: () => number;
-  /** Aborted once Envoy is gone: stops background work that is not a component (memory limit). */
-  private readonly stopAll = new AbortController();
+  private readonly clock: Clock;
+  /** Started once Envoy is gone: stops everything but Envoy, waiting up to the shutdown budget. */
+  private readonly drain: DrainTrigger;
   private resolveDone!: (code: number) => void;
   /** Resolves when the start path is over (started, failed or aborted): background work may begin. */
   readonly afterStart: Promise<void>;
@@ -121,9 +123,11 @@ export class Agent {
   ) {
     this.log = deps.sink.logger();
     this.now = deps.now ?? (() => performance.now());
+    this.clock = deps.clock ?? systemClock;
+    this.drain = new DrainTrigger({ clock: this.clock });
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
-    this.readiness = new Readiness(this.now, deps.sink.logger("readiness"));
+    this.readiness = new Readiness(() => this.clock.now(), deps.sink.logger("readiness"));
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
@@ -170,7 +174,7 @@ export class Agent {
     }
     if (limitBytes === undefined) return;
     const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
-    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.drain.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -218,8 +222,8 @@ export class Agent {
         this.dns = building("dns", () => createDnsProxy(cfg, { log: sink.logger("dns"), ...common, ...(listen ? { listen } : {}) }));
       }
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
-      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
-      this.secrets = building("sds", () => createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) }));
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
+      this.secrets = building("sds", () => createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) }));
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
@@ -292,6 +296,7 @@ export class Agent {
         this.envoy = building("envoy", () => createEnvoySupervisor(cfg, {
           log: sink.logger("envoy"),
           readiness: this.readiness,
+          clock: this.clock,
           bootstrapPath: bootstrap.path,
           certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
@@ -333,13 +338,14 @@ export class Agent {
     this.log.debug(`${c.name}: started`);
   }
 
-  /** Stop the running components in the reverse of their start order, each awaited. */
-  private async stopComponents(): Promise<void> {
+  /** Stop the running components in the reverse of their start order, each awaited; `onStopped` hears each. */
+  private async stopComponents(onStopped: (c: Component) => void): Promise<void> {
     for (const { component: c, stop } of [...this.running].reverse()) {
       this.log.debug(`${c.name}: stopping`);
       stop.abort();
       await (c.stopped?.() ?? Promise.resolve()).catch((e: unknown) => this.log.warn(`${c.name}: stopping failed: ${e instanceof Error ? e.message : String(e)}`));
       this.log.debug(`${c.name}: stopped`);
+      onStopped(c);
     }
   }
 
@@ -365,7 +371,7 @@ export class Agent {
     void this.envoy?.shutdown({ immediate: true });
     this.finish(this.exitCode);
     for (const r of this.running) r.stop.abort();
-    setTimeout(() => this.resolveDone(this.exitCode), 1000).unref?.();
+    this.clock.timer(1000, () => this.resolveDone(this.exitCode));
   }
 
   /** Envoy is gone (or there is none): stop the other components, then resolve `done`. */
@@ -373,10 +379,11 @@ export class Agent {
     if (this.finishing) return;
     this.finishing = true;
     if (code !== 0) this.exitCode = code;
-    this.stopAll.abort();
-    const deadline = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), STOP_GRACE_MS).unref?.());
-    void Promise.race([this.stopComponents().then(() => "ok" as const), deadline]).then((result) => {
-      if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
+    // Each running component holds the drain until it has stopped; they stop one after another.
+    const watchers = new Map(this.running.map((r) => [r.component, this.drain.watch(r.component.name)]));
+    void this.stopComponents((c) => watchers.get(c)?.release());
+    void this.drain.start().then((outcome) => {
+      if (!outcome.complete) this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
       this.log.info("Agent stopped");
       if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);

@@ -5,7 +5,7 @@
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import type { Logger } from "../lib/log.ts";
-import { sleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 
 export const WAIT_FLAGS: FlagSpec[] = [
   { name: "timeoutSeconds", type: "int", default: 60, usage: "maximum number of seconds to wait for Envoy to be ready" },
@@ -26,7 +26,7 @@ export async function runWait(argv: string[], io: CliIO, log: Logger, fetchImpl:
   const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
   let lastError = "<nil>";
   for (;;) {
-    if (!(await sleep(period, deadline))) break;
+    if (!(await systemClock.sleep(period, deadline))) break;
     try {
       const res = await fetchImpl(url, { signal: AbortSignal.timeout(requestTimeout) });
       await res.arrayBuffer();

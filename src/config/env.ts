@@ -39,6 +39,7 @@ export const PROXY_ENV = {
   ENVOY_SECURE_MERGED_METRICS_PORT: d("ENVOY_SECURE_MERGED_METRICS_PORT", "int", 0, "envoy", "mTLS merged metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
   MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections", { range: { min: 0 } }),
   EXIT_ON_ZERO_ACTIVE_CONNECTIONS: d("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "bool", false, "envoy", "On shutdown, exit once Envoy has no active downstream connections"),
+  TERMINATION_GRACE_PERIOD_SECONDS: d("TERMINATION_GRACE_PERIOD_SECONDS", "int", 0, "envoy", "Beyond Istio: the pod's terminationGracePeriodSeconds (0 = unknown); the logged drain plan warns when it cannot fit", { range: { min: 0 } }),
   PEER_METADATA_DISCOVERY: d("PEER_METADATA_DISCOVERY", "optbool", undefined, "envoy", "Metadata discovery; unset follows ISTIO_META_ENABLE_HBONE"),
   ISTIO_META_ENABLE_HBONE: d("ISTIO_META_ENABLE_HBONE", "bool", false, "envoy", "HBONE enabled for this proxy"),
   ISTIO_META_ENABLE_SELF_DISCOVERY: d("ISTIO_META_ENABLE_SELF_DISCOVERY", "bool", false, "envoy", "Add local_cluster to the bootstrap"),

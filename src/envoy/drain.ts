@@ -4,7 +4,7 @@
 // (-1), or more than `maxPollErrors` consecutive polls fail. The signal ends the wait early (Envoy
 // exited, or a second SIGTERM). Resolves with why the wait ended, for the transition log.
 
-import { sleep as realSleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import { formatGoDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { EnvoyAdmin } from "./admin.ts";
@@ -22,7 +22,7 @@ const CANCELLED = "drain wait cancelled";
 
 export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal: AbortSignal): Promise<string> {
   const { log } = deps;
-  const sleep = deps.sleep ?? realSleep;
+  const sleep = deps.sleep ?? systemClock.sleep;
   if (signal.aborted) return CANCELLED;
   if (plan.mode === "wait") {
     log.info(`Graceful termination period is ${formatGoDuration(plan.terminationDrainMs)}, starting...`);

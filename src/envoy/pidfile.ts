@@ -8,6 +8,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { atomicWriteFileSync } from "../lib/atomicwrite.ts";
 import { readBoundedTextSync } from "../lib/boundedfile.ts";
 import type { Logger } from "../lib/log.ts";
+import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { parseProcStat } from "./reaper.ts";
 
 export interface EnvoyPidFileDeps {
@@ -55,7 +56,7 @@ export class EnvoyPidFile {
     const { log, kill, sleep } = this.deps;
     log.warn(`stopping Envoy (pid ${rec.pid}) left running by an earlier run of the agent (${this.path})`);
     kill(rec.pid, "SIGTERM");
-    const deadline = this.deps.graceMs ?? 5000;
+    const deadline = this.deps.graceMs ?? SHUTDOWN_BUDGET_MS;
     for (let waited = 0; waited < deadline; waited += 50) {
       if (!this.isSameProcess(rec)) return rec.pid;
       await sleep(50);

@@ -5,7 +5,8 @@
 
 import { NflogSocket, type NflogPacket } from "../../native/nflog.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
-import { sleep, type Component } from "../lib/component.ts";
+import type { Component } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import type { Fields, Logger } from "../lib/log.ts";
 import { TRACE_NFLOG_GROUP } from "./builder.ts";
 import { formatAddr } from "./net.ts";
@@ -82,7 +83,7 @@ export class IptablesTracer implements Component {
           this.o.log.warn(`log failed: NFLOG receive buffer overrun, ${src.overruns - overruns} batch(es) of trace messages lost`);
           overruns = src.overruns;
         }
-        await sleep(this.o.pollIntervalMs ?? 100, signal);
+        await systemClock.sleep(this.o.pollIntervalMs ?? 100, signal);
       }
     } catch (e) {
       this.o.log.error(`iptables trace logging stopped: ${(e as Error).message}`);

@@ -24,19 +24,3 @@ export class ComponentError extends Error {
     super(`${component}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
   }
 }
-
-/** Sleep that ends early (resolving false) when the signal aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve(false);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      resolve(false);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}

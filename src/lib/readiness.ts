@@ -9,6 +9,7 @@
 // condition clears, one line says how long it was pending and how many blockers remain (ztunnel's
 // BlockReady), so the log tells the story of a slow start.
 
+import { systemClock } from "./clock.ts";
 import type { Logger } from "./log.ts";
 
 /**
@@ -56,7 +57,7 @@ export class Readiness {
 
   /** `log` hears each condition clearing; `now` dates conditions (tests inject). */
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = systemClock.now,
     private readonly log?: Logger,
   ) {}
 

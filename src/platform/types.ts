@@ -3,6 +3,7 @@
 // fakes or point the endpoints at local servers.
 
 import type { Logger } from "../lib/log.ts";
+import type { Clock } from "../lib/clock.ts";
 import type { MetadataHttp } from "./http.ts";
 
 export type CloudName = "gcp" | "aws" | "azure" | "none";
@@ -48,6 +49,8 @@ export interface PlatformDeps {
   canDial(host: string, port: number, timeoutMs: number): Promise<boolean>;
   log: Logger;
   endpoints?: Partial<PlatformEndpoints>;
+  /** Timers of the discovery budget (default: the real clock; tests pass a manual one). */
+  clock?: Pick<Clock, "timer">;
 }
 
 export function endpointsOf(deps: Pick<PlatformDeps, "endpoints">): PlatformEndpoints {

@@ -11,7 +11,7 @@ import { generateKeyAndCsr, type KeyAndCsr, type KeyOptions } from "../ca/keygen
 import type { CertificateSigner } from "../ca/signer.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Blocker } from "../lib/readiness.ts";
-import type { Clock, TimerHandle } from "./clock.ts";
+import type { Clock, TimerHandle } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { FileSecrets } from "./filesecrets.ts";
 import { contentVersion, type SecretItem } from "./item.ts";

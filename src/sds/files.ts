@@ -4,7 +4,7 @@
 // secret can be caught half-written.
 
 import { certInfo, keyMatchesCert, pemBlocks, validCerts } from "../ca/pem.ts";
-import { clockSleep, type Clock } from "./clock.ts";
+import { clockSleep, type Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { contentVersion, type SecretItem } from "./item.ts";
 import { FILE_LIMITS, FileLimitError, readBoundedText } from "../lib/boundedfile.ts";

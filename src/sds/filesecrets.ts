@@ -7,7 +7,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Logger } from "../lib/log.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { readCertPair, readRootBundle, withFileRetry } from "./files.ts";
 import type { SecretItem } from "./item.ts";
 import type { SecretMetrics } from "./metrics.ts";

@@ -19,7 +19,7 @@ import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
-import { clockSleep, systemClock, type Clock } from "./clock.ts";
+import { clockSleep, systemClock, type Clock } from "../lib/clock.ts";
 import { detectSdsMode, type SdsMode } from "./external.ts";
 import { SecretMetrics } from "./metrics.ts";
 import { secretManagerOptionsFrom, type SecretManagerOptions } from "./options.ts";

@@ -13,7 +13,7 @@ import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import type { SdsCodec } from "./proto.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";

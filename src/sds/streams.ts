@@ -4,7 +4,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../lib/log.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { toResource, type SecretItem } from "./item.ts";
 import type { DeltaDiscoveryRequest, DeltaResource, DiscoveryRequest, SdsCodec, SecretResource } from "./proto.ts";

@@ -20,9 +20,8 @@ import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./ty
 import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
+import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 
-/** Longest the proxy waits at shutdown for a message in flight and for clients to get the end. */
-const SHUTDOWN_GRACE_MS = 5000;
 
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
@@ -88,9 +87,10 @@ export class XdsProxy implements Component, HealthReporter {
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));
     const stop = async () => {
-      // Finish the message in flight, end the stream with a status, let it reach the client.
-      await this.active?.shutdown({ code: Code.UNAVAILABLE, message: "agent shutting down" }, SHUTDOWN_GRACE_MS);
-      await this.server?.close(SHUTDOWN_GRACE_MS).catch(() => {});
+      // Finish the message in flight, end the stream with a status, let it reach the client; each
+      // step within the agent's shutdown budget (the agent stops waiting for us after it).
+      await this.active?.shutdown({ code: Code.UNAVAILABLE, message: "agent shutting down" }, SHUTDOWN_BUDGET_MS);
+      await this.server?.close(SHUTDOWN_BUDGET_MS).catch(() => {});
       done();
     };
     if (signal.aborted) await stop();
