@@ -17,7 +17,7 @@
 // order, each awaited before the next (Envoy first: it drains while the others keep serving).
 
 import type { AgentConfig } from "./config/agentconfig.ts";
-import { ComponentError, type Component } from "./lib/component.ts";
+import { ComponentError, watchFailures, type Component, type FailureDecision } from "./lib/component.ts";
 import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
@@ -85,6 +85,17 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
 export const START_FAILURE_EXIT_CODE = 255;
 
+/**
+ * What the agent does when a component fails after start, as Istio's agent does: its status server
+ * failing makes it send itself SIGTERM (the pod could never pass a probe again); Envoy's end is the
+ * agent's end (the supervisor holds the exit code); the DNS, SDS and xDS servers only log.
+ */
+export function afterStartFailure(component: string): FailureDecision {
+  if (component === "status") return "terminate";
+  if (component === "envoy") return "exit";
+  return "degrade";
+}
+
 /** A started component and the signal that stops it. */
 interface Running {
   component: Component;
@@ -114,6 +125,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** Aborted by the caller's signal, or by a failure Istio answers with SIGTERM: a graceful stop. */
+  private readonly shutdown = new AbortController();
   /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
   private terminating = false;
 
@@ -141,12 +154,19 @@ export class Agent {
    * started (the others are being stopped and `done` resolves with START_FAILURE_EXIT_CODE).
    */
   async start(signal: AbortSignal): Promise<Bound> {
+    if (signal.aborted) this.shutdown.abort();
+    else signal.addEventListener("abort", () => this.shutdown.abort(), { once: true });
     try {
-      await this.startPath(signal);
+      await this.startPath(this.shutdown.signal);
     } finally {
       this.endStartPath();
     }
     this.startMemoryLimit();
+    watchFailures([...this.running.map((r) => r.component), ...(this.envoy ? [this.envoy] : [])], afterStartFailure, {
+      log: this.log,
+      terminate: () => this.shutdown.abort(),
+      stopping: () => this.shutdown.signal.aborted || this.finishing,
+    });
     return this.bound();
   }
 

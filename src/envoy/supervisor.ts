@@ -4,7 +4,7 @@
 // change. The lifecycle is the state machine in state.ts; every transition is logged here.
 
 import { rmSync } from "node:fs";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import { systemClock, type Clock } from "../lib/clock.ts";
 import type { LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
@@ -64,6 +64,9 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   readonly name = "envoy";
   /** The agent's exit code, once Envoy and everything the supervisor started has ended. */
   readonly exited: Promise<number>;
+  private readonly failure = new FailureReport();
+  /** Envoy ended on its own (not asked to stop, not restarted): the agent's end, as Istio's. */
+  readonly failed = this.failure.failed;
 
   private stateNow: SupervisorState = "idle";
   private readonly alive = new Map<number, Epoch>();
@@ -305,6 +308,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const never = this.opts.restart.mode === "never";
     if (stopping || !isLive(this.stateNow) || this.stateNow === "drained" || !failed) {
       if (!stopping) this.logExitAsIstio(decisive);
+      if (!stopping && this.stateNow !== "drained") this.failure.report(new EnvoyError(`Envoy exited on its own (${describeExit(decisive)})`, "exit"));
       this.exitCode = stopping || never ? 0 : exitCodeOf(decisive);
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
@@ -320,6 +324,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
         this.log.error(`not restarting Envoy: ${decision.reason}`);
         this.exitCode = exitCodeOf(decisive);
       }
+      this.failure.report(new EnvoyError(`Envoy exited on its own (${describeExit(decisive)})`, "exit"));
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
     }

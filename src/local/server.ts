@@ -14,7 +14,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { chmod, mkdir, rm } from "node:fs/promises";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname, resolve } from "node:path";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
 import { counter, type Registry } from "../lib/metrics.ts";
 import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
@@ -99,6 +99,9 @@ interface LiveStream {
 
 export class LocalXdsServer implements Component {
   readonly name = "localxds";
+  private readonly failure = new FailureReport();
+  /** The listener died after start. */
+  readonly failed = this.failure.failed;
   private codec?: AdsCodec;
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
@@ -178,7 +181,7 @@ export class LocalXdsServer implements Component {
       if (this.socketPath) net.listen(this.socketPath, () => res());
       else net.listen(hp!.port, hp!.host, () => res());
     });
-    net.on("error", (e) => this.log.error(`local xDS: socket ${target}: ${e.message}`));
+    net.on("error", (e) => this.failure.report(new LocalXdsError(`local xDS: socket ${target}: ${e.message}`, this.opts.path, undefined, { cause: e })));
     this.net = net;
     if (this.socketPath) await chmod(this.socketPath, 0o600);
     const port = (net.address() as { port?: number } | null)?.port ?? 0;

@@ -11,7 +11,7 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
 import { tokenSourceFor, type TokenSource } from "../ca/token.ts";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
@@ -68,6 +68,9 @@ export class SecretManager implements Component, TrustBundleSink {
   private pendingBundle: string[] | undefined;
   private signer: CertificateSigner | undefined;
   private running: Promise<void> = Promise.resolve();
+  private readonly failure = new FailureReport();
+  /** The SDS server's listener died after start. */
+  readonly failed = this.failure.failed;
 
   constructor(
     readonly opts: SecretManagerOptions,
@@ -106,6 +109,7 @@ export class SecretManager implements Component, TrustBundleSink {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
       this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
       await this.server.start();
+      void this.server.failed.then((e) => this.failure.report(e));
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
     const server = this.server;

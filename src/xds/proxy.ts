@@ -4,7 +4,7 @@
 
 import { join, resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { HealthReporter, NameTableSink, TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
@@ -59,6 +59,9 @@ export class XdsProxy implements Component, HealthReporter {
   private active: StreamRelay | undefined;
   private lastHealth: AgentRequest | undefined;
   private stoppedPromise: Promise<void> = Promise.resolve();
+  private readonly failure = new FailureReport();
+  /** The XDS socket's listener died after start. */
+  readonly failed = this.failure.failed;
   private readonly logLimit: LogLimiter;
 
   constructor(private readonly o: XdsProxyOptions) {
@@ -83,6 +86,7 @@ export class XdsProxy implements Component, HealthReporter {
       onCall: (call) => this.onCall(call),
     });
     await this.server.listen();
+    void this.server.failed.then((e) => this.failure.report(e));
     this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`);
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));

@@ -38,6 +38,8 @@ export interface TestAgent {
   lines: string[];
   /** The fake Envoy's records (envoy: true). */
   envoyRecords(): FakeEnvoyRecord[];
+  /** The fake Envoy's admin port (envoy: true). */
+  adminPort?: number;
   /** Signal the agent to stop (as SIGTERM does) and wait for its exit code. */
   stop(): Promise<number>;
   /** Stop if still running, then remove the root. */
@@ -97,12 +99,24 @@ export async function startTestAgent(opts: TestAgentOptions = {}): Promise<TestA
     root,
     lines,
     envoyRecords: () => readRecords(recordFile),
+    ...(typeof pc.proxyAdminPort === "number" ? { adminPort: pc.proxyAdminPort } : {}),
     stop,
     async cleanup() {
       await stop();
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/** Poll until `probe` returns a value (every 20 ms, at most `ms`); fails naming `what`. */
+export async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms}ms`);
+    await Bun.sleep(20);
+  }
 }
 
 /** The log lines without timestamp and level (`scope\tmessage`, or the message alone on the default scope), optionally only those matching `re`. */
