@@ -17,7 +17,7 @@
 // order, each awaited before the next (Envoy first: it drains while the others keep serving).
 
 import type { AgentConfig } from "./config/agentconfig.ts";
-import { ComponentError, watchFailures, type Component, type FailureDecision } from "./lib/component.ts";
+import { building, ComponentError, named, watchFailures, type Component, type FailureDecision } from "./lib/component.ts";
 import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
@@ -409,20 +409,4 @@ export class Agent {
       this.resolveDone(this.exitCode);
     });
   }
-}
-
-/** Build a component; an error names it. */
-function building<T>(component: string, build: () => T): T {
-  try {
-    return build();
-  } catch (e) {
-    throw new ComponentError(component, e);
-  }
-}
-
-/** A start step's promise whose rejection names the step. */
-function named<T>(component: string, p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    throw e instanceof ComponentError ? e : new ComponentError(component, e);
-  });
 }

@@ -22,6 +22,22 @@ export interface Component {
   readonly failed?: Promise<Error>;
 }
 
+/** Build a component; an error names it. */
+export function building<T>(component: string, build: () => T): T {
+  try {
+    return build();
+  } catch (e) {
+    throw new ComponentError(component, e);
+  }
+}
+
+/** A start step's promise whose rejection names the step (an error already naming one is kept). */
+export function named<T>(component: string, p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    throw e instanceof ComponentError ? e : new ComponentError(component, e);
+  });
+}
+
 /** A component's one-time failure report: `report` resolves `failed` the first time only. */
 export class FailureReport {
   readonly failed: Promise<Error>;

@@ -8,12 +8,10 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AgentConfig } from "../../src/config/agentconfig.ts";
-import { readAll } from "../../src/config/envdecl.ts";
-import { PROXY_ENV } from "../../src/config/env.ts";
-import { defaultProxyConfig } from "../../src/config/proxyconfig.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
+import { testConfig } from "../support/config.ts";
 import { createSecretManager, type SecretManager } from "../../src/sds/manager.ts";
 import { sdsCodec } from "../../src/sds/proto.ts";
 import { SDS_SERVICE } from "../../src/sds/server.ts";
@@ -38,22 +36,9 @@ afterEach(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
+/** Pod `p` in namespace `default`, service account `app`, through the real loader. */
 function config(env: Record<string, string>): AgentConfig {
-  const rawEnv = { POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", XDS_AUTHORIZED_UIDS: "*", ...env };
-  return {
-    proxyType: "sidecar",
-    proxyConfig: defaultProxyConfig(),
-    proxyConfigSources: {},
-    env: readAll(rawEnv, PROXY_ENV).values,
-    rawEnv,
-    flags: {} as AgentConfig["flags"],
-    node: { type: "sidecar", ips: ["10.0.0.1"], ipMode: "ipv4", id: "p.default", domain: "default.svc.cluster.local", nodeId: "sidecar~10.0.0.1~p.default~default.svc.cluster.local", podName: "p", podNamespace: "default", serviceAccount: "app" },
-    labels: {},
-    annotations: {},
-    root,
-    uid: process.getuid?.() ?? 0,
-    version: "test",
-  };
+  return testConfig({ env: { POD_NAME: "p", POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", INSTANCE_IP: "10.0.0.1", XDS_AUTHORIZED_UIDS: "*", ...env }, root, uid: process.getuid?.() ?? 0 });
 }
 
 async function withCa(env: Record<string, string> = {}): Promise<AgentConfig> {
