@@ -38,6 +38,7 @@ import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
+import { errorMessage } from "./lib/errors.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -268,6 +269,7 @@ export class Agent {
                 health: xds,
                 envoyEnabled,
                 shutdown: signal,
+                now: () => this.clock.now(),
                 ...(statusListen ? { listen: statusListen } : {}),
               }),
             )
@@ -363,7 +365,7 @@ export class Agent {
     for (const { component: c, stop } of [...this.running].reverse()) {
       this.log.debug(`${c.name}: stopping`);
       stop.abort();
-      await (c.stopped?.() ?? Promise.resolve()).catch((e: unknown) => this.log.warn(`${c.name}: stopping failed: ${e instanceof Error ? e.message : String(e)}`));
+      await (c.stopped?.() ?? Promise.resolve()).catch((e: unknown) => this.log.warn(`${c.name}: stopping failed: ${errorMessage(e)}`));
       this.log.debug(`${c.name}: stopped`);
       onStopped(c);
     }
@@ -380,7 +382,7 @@ export class Agent {
       log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
       return found.info;
     } catch (e) {
-      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      log.warn(`platform discovery failed, treating it as Unknown: ${errorMessage(e)}`);
       return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
     }
   }

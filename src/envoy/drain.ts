@@ -9,6 +9,7 @@ import { formatGoDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { countActiveConnections, type DrainPlan } from "./drainplan.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface DrainWaitDeps {
   admin: EnvoyAdmin;
@@ -38,7 +39,7 @@ export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal:
       stats = await deps.admin.stats("downstream_cx_active$", plan.pollTimeoutMs);
     } catch (err) {
       errors++;
-      log.error(`unable to get listener stats from Envoy: ${(err as Error).message}`);
+      log.error(`unable to get listener stats from Envoy: ${errorMessage(err)}`);
       if (errors > plan.maxPollErrors) return `error while obtaining downstream_cx_active stat (max retry ${errors} exceeded)`;
       log.warn(`Retrying (${errors} attempt) to obtain active connections...`);
       continue;

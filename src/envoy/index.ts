@@ -17,6 +17,8 @@ import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } fr
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { defaultLauncher } from "./deathlink.ts";
 import { EnvoyPidFile } from "./pidfile.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
@@ -84,7 +86,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
     try {
       configYaml = bootstrapOverrideToJson(readBoundedTextSync(file, FILE_LIMITS.config), env.HOST_IP, file);
     } catch (err) {
-      log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
+      log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${errorMessage(err)}`, ids({ path: file }));
     }
   }
 

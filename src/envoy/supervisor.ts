@@ -21,6 +21,8 @@ import { ChildReaper, type ChildReaperOptions } from "./reaper.ts";
 import { decideRestart, type RestartPolicy } from "./restart.ts";
 import { describeEvent, isLive, transition, type SupervisorEvent, type SupervisorState } from "./state.ts";
 import { formatGoDuration } from "../lib/duration.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface EnvoySupervisorOptions {
   log: Logger;
@@ -175,7 +177,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       await this.opts.admin.drainListeners(this.opts.drainPlan.inboundOnly, true);
       this.log.info("Envoy listeners draining (skip_exit); a later SIGTERM stops Envoy immediately");
     } catch (err) {
-      this.log.warn(`Error in invoking drain listeners endpoint: ${(err as Error).message}`);
+      this.log.warn(`Error in invoking drain listeners endpoint: ${errorMessage(err)}`);
     }
   }
 
@@ -249,7 +251,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     try {
       proc = this.launcher({ binary: this.opts.binaryPath, args, env: this.opts.env, ...(this.opts.runAs ?? {}) });
     } catch (err) {
-      const msg = (err as Error).message;
+      const msg = errorMessage(err);
       this.log.error(msg);
       this.startError = msg;
       this.onSpawnFailed();
@@ -284,13 +286,13 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const what = this.opts.hotRestart ? `Envoy epoch ${entry.epoch} (pid ${entry.proc.pid})` : `Envoy (pid ${entry.proc.pid})`;
     const stopping = this.stateNow === "draining" || this.stateNow === "stopping";
     if (st.signal === "SIGKILL" && !this.sigkilled.has(entry.proc.pid)) {
-      this.log.warn(`${what} was killed by SIGKILL: possibly OOM-killed; check memory usage and limits`);
+      this.log.warn(`${what} was killed by SIGKILL: possibly OOM-killed; check memory usage and limits`, ids({ pid: entry.proc.pid }));
     } else if (st.signal !== null) {
-      this.log[stopping ? "info" : "warn"](`${what} was killed by signal ${st.signal}`);
+      this.log[stopping ? "info" : "warn"](`${what} was killed by signal ${st.signal}`, ids({ pid: entry.proc.pid }));
     } else if (st.code === 0) {
-      this.log.info(`${what} exited normally`);
+      this.log.info(`${what} exited normally`, ids({ pid: entry.proc.pid }));
     } else {
-      this.log[stopping ? "warn" : "error"](`${what} exited with ${describeExit(st)}`);
+      this.log[stopping ? "warn" : "error"](`${what} exited with ${describeExit(st)}`, ids({ pid: entry.proc.pid }));
     }
     if (entry.epoch === this.newestEpoch) this.newestStatus = st;
     const last = this.alive.size === 0;
@@ -402,7 +404,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     try {
       await this.opts.admin.drainListeners(plan.inboundOnly, false);
     } catch (err) {
-      this.log.warn(`Error in invoking drain listeners endpoint: ${(err as Error).message}`);
+      this.log.warn(`Error in invoking drain listeners endpoint: ${errorMessage(err)}`);
     }
     const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: (ms, s) => this.clock.sleep(ms, s) }, ac.signal);
     this.fire({ type: "drain-over", why });
@@ -442,7 +444,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       try {
         rmSync(f, { force: true });
       } catch (err) {
-        this.log.warn(`Failed to delete config file ${f}: ${(err as Error).message}`);
+        this.log.warn(`Failed to delete config file ${f}: ${errorMessage(err)}`, ids({ path: f }));
       }
     }
     this.log.info(`envoy supervisor done; agent exit code ${this.exitCode}`);

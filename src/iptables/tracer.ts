@@ -11,6 +11,7 @@ import type { Fields, Logger } from "../lib/log.ts";
 import { TRACE_NFLOG_GROUP } from "./builder.ts";
 import { formatAddr } from "./net.ts";
 import { TRACE_COMMENTS } from "./rules.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface NflogSource {
   drain(): NflogPacket[];
@@ -64,7 +65,7 @@ export class IptablesTracer implements Component {
       src = await this.o.open();
     } catch (e) {
       // Debugging aid only: report and let the agent run without it (as Istio does).
-      this.o.log.error(`could not open nflog socket: ${(e as Error).message}`);
+      this.o.log.error(`could not open nflog socket: ${errorMessage(e)}`);
       return;
     }
     this.o.log.info(`starting iptables trace logging (NFLOG group ${TRACE_NFLOG_GROUP})`);
@@ -86,7 +87,7 @@ export class IptablesTracer implements Component {
         await systemClock.sleep(this.o.pollIntervalMs ?? 100, signal);
       }
     } catch (e) {
-      this.o.log.error(`iptables trace logging stopped: ${(e as Error).message}`);
+      this.o.log.error(`iptables trace logging stopped: ${errorMessage(e)}`);
     } finally {
       src.close();
     }

@@ -14,8 +14,8 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<boolean>;
 }
 
-/** setTimeout's limit: a longer delay would fire at once. */
-const MAX_TIMER_MS = 2_147_483_647;
+/** The longest delay a timer takes (2^31-1 ms, about 24.8 days); setTimeout fires a longer one at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /** Sleep on any clock's timers; resolves false when the signal aborts first. */
 export function clockSleep(clock: Pick<Clock, "timer">, ms: number, signal?: AbortSignal): Promise<boolean> {

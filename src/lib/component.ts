@@ -4,6 +4,8 @@
 // xdsServerExited, kuma's component errors); it does not decide what follows: the root does
 // (`watchFailures`), per component, as Istio's agent would (exit, terminate, or log and go on).
 
+import { errorMessage } from "./errors.ts";
+
 export interface Component {
   /** Short name used in logs and readiness (`xdsproxy`, `sds`, `dns`, `status`, `envoy`). */
   readonly name: string;
@@ -106,6 +108,6 @@ export class ComponentError extends Error {
     readonly component: string,
     cause: unknown,
   ) {
-    super(`${component}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`${component}: ${errorMessage(cause)}`, { cause });
   }
 }

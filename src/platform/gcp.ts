@@ -5,6 +5,7 @@
 import type { Locality, PlatformInfo } from "../config/metadata.ts";
 import { GceMetadataClient } from "./gcemetadata.ts";
 import type { PlatformDeps, PlatformSettings } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const GCP_KEYS = {
   project: "gcp_project",
@@ -105,7 +106,7 @@ async function gcpMetadata(s: PlatformSettings, deps: PlatformDeps, client: GceM
       try {
         md[key] = await fn();
       } catch (e) {
-        deps.log.debug(`Error fetching GCP Metadata property ${key}: ${(e as Error).message}`);
+        deps.log.debug(`Error fetching GCP Metadata property ${key}: ${errorMessage(e)}`);
       }
     }),
   );
@@ -121,7 +122,7 @@ async function gcpLocality(s: PlatformSettings, deps: PlatformDeps, client: GceM
     try {
       zone = await client.zone(10_000);
     } catch (e) {
-      deps.log.warn(`Error fetching GCP zone from the metadata server: ${(e as Error).message}`);
+      deps.log.warn(`Error fetching GCP zone from the metadata server: ${errorMessage(e)}`);
       return { region: "", zone: "", subZone: "" };
     }
   }

@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // The one HTTP call the platform probes make: a request to a link-local metadata server with a
 // hard timeout and a capped body. Anything that is not an answer (refused, timed out, too big)
 // is a MetadataHttpError naming the URL; the caller decides whether that means "not this cloud".
@@ -37,14 +38,14 @@ export const fetchMetadata: MetadataHttp = async (req) => {
   try {
     res = await fetch(req.url, { method: req.method ?? "GET", headers: req.headers ?? {}, signal, redirect: "manual", keepalive: false });
   } catch (e) {
-    const msg = signal.aborted ? `no answer within ${req.timeoutMs}ms` : (e as Error).message;
+    const msg = signal.aborted ? `no answer within ${req.timeoutMs}ms` : errorMessage(e);
     throw new MetadataHttpError(req.url, msg);
   }
   try {
     const body = await readCapped(res, METADATA_BODY_CAP);
     return { status: res.status, headers: res.headers, body };
   } catch (e) {
-    const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : (e as Error).message;
+    const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : errorMessage(e);
     throw new MetadataHttpError(req.url, msg);
   }
 };

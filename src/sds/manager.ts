@@ -27,6 +27,7 @@ import { OutputCertsWriter } from "./output.ts";
 import { ROOT_CA, WORKLOAD_KEY_CERT } from "./resources.ts";
 import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
 import { SdsServer } from "./server.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 
 export interface SecretManagerDeps {
@@ -185,7 +186,7 @@ export class SecretManager implements Component, TrustBundleSink {
           break;
         } catch (e) {
           failures++;
-          const msg = `${name}: ${(e as Error).message}`;
+          const msg = `${name}: ${errorMessage(e)}`;
           this.warmed.fail(msg);
           const delay = backoffMs(failures, WARM_BACKOFF, this.deps.random ?? Math.random);
           this.deps.log.warn(`warming certificates failed (attempt ${failures}), retrying in ${(delay / 1000).toFixed(1)}s: ${msg}`);

@@ -9,7 +9,8 @@
 import type { HealthReporter } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { systemClock } from "../lib/clock.ts";
-import { StatusError, errorMessage } from "./errors.ts";
+import { StatusError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { execProbe } from "./probes/exec.ts";
 import { grpcProbe } from "./probes/grpc.ts";
 import { httpProbe } from "./probes/http.ts";

@@ -21,6 +21,7 @@ import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
+import { ids } from "../lib/log.ts";
 
 
 export interface XdsProxyOptions {
@@ -87,7 +88,7 @@ export class XdsProxy implements Component, HealthReporter {
     });
     await this.server.listen();
     void this.server.failed.then((e) => this.failure.report(e));
-    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`);
+    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`, ids({ path: this.o.socketPath }));
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));
     const stop = async () => {

@@ -108,3 +108,18 @@ describe("systemClock", () => {
     expect(fired).toEqual([]);
   });
 });
+
+describe("systemClock beyond setTimeout's range", () => {
+  test("a sleep longer than 2^31-1 ms does not end at once", async () => {
+    const ac = new AbortController();
+    let ended: boolean | undefined;
+    const long = systemClock.sleep(1000 * 3_600_000, ac.signal).then((v) => (ended = v));
+    // Sentinel: a 1 ms timer set after it. setTimeout turns an overflowing delay into 1 ms, and
+    // timers due at the same time fire in the order they were set, so it would have fired first.
+    await systemClock.sleep(1);
+    expect(ended).toBeUndefined();
+    ac.abort();
+    await long;
+    expect(ended).toBe(false);
+  });
+});
