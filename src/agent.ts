@@ -113,6 +113,7 @@ export class Agent {
   /** The xDS relay; also where VM health transitions go. */
   private xds?: XdsProxy;
   private envoy?: EnvoyComponent;
+  private status?: ReturnType<typeof createStatusServer>;
   /** Started components, in start order. */
   private readonly running: Running[] = [];
   private readonly log: Logger;
@@ -174,9 +175,8 @@ export class Agent {
   /** Read once, at the end of start: the addresses of the components that are running. */
   private bound(): Bound {
     const up = (c: Component | undefined) => c !== undefined && this.running.some((r) => r.component === c);
-    const status = this.running.find((r) => r.component.name === "status")?.component as { address(): { hostname: string; port: number } } | undefined;
     return Object.freeze({
-      ...(status ? { status: Object.freeze(status.address()) } : {}),
+      ...(up(this.status) ? { status: Object.freeze(this.status!.address()) } : {}),
       ...(up(this.xds) ? { xdsSocket: this.xds!.socketPath } : {}),
       ...(up(this.secrets) && this.secrets!.mode ? { sdsSocket: this.secrets!.mode.socketPath } : {}),
       dns: Object.freeze(up(this.dns) ? this.dns!.addresses().map((a) => Object.freeze({ ...a })) : []),
@@ -274,6 +274,7 @@ export class Agent {
               }),
             )
           : undefined;
+      this.status = status;
       if (!status) this.log.info("status server disabled (statusPort 0)");
       step("build");
 
