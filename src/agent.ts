@@ -68,6 +68,8 @@ export interface AgentDeps {
 export interface Bound {
   /** The status server's address; absent when it is off (statusPort 0) or did not start. */
   readonly status?: { readonly hostname: string; readonly port: number };
+  /** The STS server's port (--stsPort); absent when it is off. */
+  readonly sts?: { readonly port: number };
   /** The XDS socket the relay serves Envoy (or proxyless gRPC clients) on; absent if not started. */
   readonly xdsSocket?: string;
   /** The SDS socket; absent when the agent serves none. */
@@ -114,6 +116,7 @@ export class Agent {
   private xds?: XdsProxy;
   private envoy?: EnvoyComponent;
   private status?: ReturnType<typeof createStatusServer>;
+  private sts?: Component & { port(): number };
   /** Started components, in start order. */
   private readonly running: Running[] = [];
   private readonly log: Logger;
@@ -177,6 +180,7 @@ export class Agent {
     const up = (c: Component | undefined) => c !== undefined && this.running.some((r) => r.component === c);
     return Object.freeze({
       ...(up(this.status) ? { status: Object.freeze(this.status!.address()) } : {}),
+      ...(up(this.sts) ? { sts: Object.freeze({ port: this.sts!.port() }) } : {}),
       ...(up(this.xds) ? { xdsSocket: this.xds!.socketPath } : {}),
       ...(up(this.secrets) && this.secrets!.mode ? { sdsSocket: this.secrets!.mode.socketPath } : {}),
       dns: Object.freeze(up(this.dns) ? this.dns!.addresses().map((a) => Object.freeze({ ...a })) : []),
@@ -276,13 +280,17 @@ export class Agent {
           : undefined;
       this.status = status;
       if (!status) this.log.info("status server disabled (statusPort 0)");
+      // --stsPort: the token exchange service for Envoy's Google gRPC services (its code loads only then).
+      const stsModule = cfg.flags.stsPort > 0 ? await import("./sts/index.ts") : undefined;
+      const sts = stsModule ? building("sts", () => stsModule.createStsServer(cfg, { sink, platform: () => platformWait, now: () => Date.now() })) : undefined;
+      this.sts = sts;
       step("build");
 
       // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy. They are
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], local ? [local.component, xds] : [xds], [tracer], [wasm?.component]];
+      const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.component, xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {

@@ -26,6 +26,9 @@ export const PROXY_ENV = {
   GCP_QUOTA_PROJECT: d("GCP_QUOTA_PROJECT", "string", "", "platform", "gcp_quota_project platform metadata (with GCP_METADATA)"),
   GCP_ZONE: d("GCP_ZONE", "string", "", "platform", "gcp_zone platform metadata and the locality zone (with GCP_METADATA)"),
   GCE_METADATA_HOST: d("GCE_METADATA_HOST", "string", "", "platform", "host[:port] of the GCE metadata server (default 169.254.169.254); set means on GCE"),
+  GKE_CLUSTER_URL: d("GKE_CLUSTER_URL", "string", "", "platform", "The url of GKE cluster: the provider in the STS (--stsPort) federated token audience when the credential fetcher names none"),
+  GOOGLE_STS_ENDPOINT: d("GOOGLE_STS_ENDPOINT", "string", "https://sts.googleapis.com/v1/token", "platform", "Beyond Istio: Google STS token endpoint the --stsPort service exchanges subject tokens at"),
+  GOOGLE_IAM_CREDENTIALS_ENDPOINT: d("GOOGLE_IAM_CREDENTIALS_ENDPOINT", "string", "https://iamcredentials.googleapis.com", "platform", "Beyond Istio: base URL of Google's IAM credentials API (generateAccessToken) for the --stsPort service"),
 
   // Envoy and bootstrap
   DISABLE_ENVOY: d("DISABLE_ENVOY", "bool", false, "envoy", "Proxyless mode: no Envoy, no SDS server; certificates kept fresh in OUTPUT_CERTS"),

@@ -4,6 +4,7 @@
 
 import type { Locality, PlatformInfo } from "../config/metadata.ts";
 import { GceMetadataClient } from "./gcemetadata.ts";
+import { gceInstanceLabels } from "./gcelabels.ts";
 import type { PlatformDeps, PlatformSettings } from "./types.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -71,13 +72,15 @@ export async function isGCP(s: PlatformSettings, deps: PlatformDeps, client = ne
   return client.onGCE();
 }
 
-/** NewGCP + Metadata/Locality/Labels/IsKubernetes, resolved once. */
+/** NewGCP + Metadata/Locality/Labels/IsKubernetes, resolved once (labels only off Kubernetes, as Istio asks for them). */
 export async function gcpPlatform(s: PlatformSettings, deps: PlatformDeps, client = new GceMetadataClient(deps, s.gceMetadataHost)): Promise<PlatformInfo> {
   const metadata = await gcpMetadata(s, deps, client);
   const locality = await gcpLocality(s, deps, client);
   const isKubernetes = s.kubernetesServiceHostSet || (metadata?.[GCP_KEYS.cluster] ?? "") !== "";
-  // Instance labels come from the Compute API with Google default credentials; not fetched here.
-  return { metadata: metadata ?? {}, locality, labels: {}, isKubernetes };
+  const md = metadata ?? {};
+  // Off Kubernetes, Istio adds the instance's Compute API labels to STATIC_LABELS.
+  const labels = isKubernetes ? {} : await gceInstanceLabels({ project: md[GCP_KEYS.project] ?? "", location: md[GCP_KEYS.location] ?? "", instance: md[GCP_KEYS.instance] ?? "" }, client, deps);
+  return { metadata: md, locality, labels, isKubernetes };
 }
 
 async function gcpMetadata(s: PlatformSettings, deps: PlatformDeps, client: GceMetadataClient): Promise<Record<string, string> | undefined> {

@@ -11,6 +11,8 @@ export interface MetadataRequest {
   url: string;
   headers?: Record<string, string>;
   timeoutMs: number;
+  /** Largest answer accepted (default METADATA_BODY_CAP). */
+  capBytes?: number;
 }
 
 export interface MetadataResponse {
@@ -42,7 +44,7 @@ export const fetchMetadata: MetadataHttp = async (req) => {
     throw new MetadataHttpError(req.url, msg);
   }
   try {
-    const body = await readCapped(res, METADATA_BODY_CAP);
+    const body = await readCapped(res, req.capBytes ?? METADATA_BODY_CAP);
     return { status: res.status, headers: res.headers, body };
   } catch (e) {
     const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : errorMessage(e);
@@ -50,7 +52,8 @@ export const fetchMetadata: MetadataHttp = async (req) => {
   }
 };
 
-async function readCapped(res: Response, cap: number): Promise<string> {
+/** A response body as text, failing once it passes `cap` bytes (the rest is not read). */
+export async function readCapped(res: { body: ReadableStream<Uint8Array> | null }, cap: number): Promise<string> {
   if (!res.body) return "";
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];

@@ -30,6 +30,8 @@ export interface PlatformEndpoints {
   awsIPv4: string;
   awsIPv6: string;
   azure: string;
+  /** Google's Compute API (GCE instance labels). */
+  computeApi: string;
 }
 
 export const DEFAULT_ENDPOINTS: PlatformEndpoints = {
@@ -37,6 +39,7 @@ export const DEFAULT_ENDPOINTS: PlatformEndpoints = {
   awsIPv4: "http://169.254.169.254",
   awsIPv6: "http://[fd00:ec2::254]",
   azure: "http://169.254.169.254",
+  computeApi: "https://compute.googleapis.com",
 };
 
 export interface PlatformDeps {
