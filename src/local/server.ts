@@ -14,10 +14,10 @@ import type * as grpc from "@grpc/grpc-js";
 import { chmod, mkdir, rm } from "node:fs/promises";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname, resolve } from "node:path";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
 import { counter, type Registry } from "../lib/metrics.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { adsCodec, type AdsCodec } from "./codec.ts";
 import { DeltaStream, type DeltaEvent } from "./delta.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -26,9 +26,10 @@ import { localSchema, RESOURCE_KINDS, shortType, typeUrlOf } from "./schema.ts";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./snapshot.ts";
 import { SotwStream, type SotwEvent } from "./sotw.ts";
 import { XdsFileSource, type ReloadResult } from "./source.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService";
-export const LOADED_BLOCKER = "local xDS file loaded";
 
 export interface LocalXdsServerOptions {
   /** The xDS file (LOCAL_XDS_PATH); relative paths resolve against `cwd`. */
@@ -100,6 +101,9 @@ interface LiveStream {
 
 export class LocalXdsServer implements Component {
   readonly name = "localxds";
+  private readonly failure = new FailureReport();
+  /** The listener died after start. */
+  readonly failed = this.failure.failed;
   private codec?: AdsCodec;
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
@@ -124,7 +128,7 @@ export class LocalXdsServer implements Component {
   constructor(private readonly opts: LocalXdsServerOptions) {
     this.log = opts.log;
     this.cwd = opts.cwd ?? process.cwd();
-    this.blocker = opts.readiness?.block(LOADED_BLOCKER);
+    this.blocker = opts.readiness?.block(READINESS.localXdsLoaded);
     const reg = opts.registry;
     this.metrics = reg
       ? {
@@ -179,7 +183,7 @@ export class LocalXdsServer implements Component {
       if (this.socketPath) net.listen(this.socketPath, () => res());
       else net.listen(hp!.port, hp!.host, () => res());
     });
-    net.on("error", (e) => this.log.error(`local xDS: socket ${target}: ${e.message}`));
+    net.on("error", (e) => this.failure.report(new LocalXdsError(`local xDS: socket ${target}: ${e.message}`, this.opts.path, undefined, { cause: e })));
     this.net = net;
     if (this.socketPath) await chmod(this.socketPath, 0o600);
     const port = (net.address() as { port?: number } | null)?.port ?? 0;
@@ -188,7 +192,7 @@ export class LocalXdsServer implements Component {
     this.init = (this.opts.initAfter ?? new Promise<void>((res) => setTimeout(res, 0)))
       .then(() => this.initialise(signal))
       .catch((e: Error) => {
-        this.log.error(`local xDS: cannot serve ${this.opts.path}: ${e.message}`);
+        this.log.error(`local xDS: cannot serve ${this.opts.path}: ${e.message}`, ids({ path: this.opts.path }));
         this.blocker?.fail(e.message);
       });
   }
@@ -225,7 +229,7 @@ export class LocalXdsServer implements Component {
     this.loadedOnce = true;
     this.blocker?.clear();
     const counts = RESOURCE_KINDS.map((k) => `${snap.types.get(typeUrlOf(k))?.size ?? 0} ${k.key}`).join(", ");
-    this.log.info(`local xDS: serving ${this.opts.path} (version ${snap.version}: ${counts}) on ${this.bound}`);
+    this.log.info(`local xDS: serving ${this.opts.path} (version ${snap.version}: ${counts}) on ${this.bound}`, ids({ path: this.opts.path }));
     for (const w of this.loadWaiters.splice(0)) w();
   }
 
@@ -293,7 +297,7 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`);
+        this.log.debug(`local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
       }
     };
     this.attach(call, id, "SotW", {
@@ -318,7 +322,7 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeDeltaResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`);
+        this.log.debug(`local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
       }
     };
     this.attach(call, id, "Delta", {
@@ -337,17 +341,17 @@ export class LocalXdsServer implements Component {
   private attach(call: AdsCall, id: number, kind: string, h: { push(s: Snapshot): void; data(b: Buffer): void }): void {
     const live: LiveStream = { push: h.push, end: () => call.end() };
     this.streams.add(live);
-    this.log.debug(`local xDS: ${kind} stream ${id} opened`);
+    this.log.debug(`local xDS: ${kind} stream ${id} opened`, ids({ stream: id }));
     const close = () => {
-      if (this.streams.delete(live)) this.log.debug(`local xDS: ${kind} stream ${id} closed`);
+      if (this.streams.delete(live)) this.log.debug(`local xDS: ${kind} stream ${id} closed`, ids({ stream: id }));
     };
     const handle = (b: Buffer) => {
       try {
         h.data(b);
       } catch (e) {
-        this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${(e as Error).message}`);
+        this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${errorMessage(e)}`, ids({ stream: id }));
         close();
-        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${(e as Error).message}` });
+        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${errorMessage(e)}` });
       }
     };
     // Before the first good load, requests wait (in order) rather than see an empty world.
@@ -377,7 +381,7 @@ export class LocalXdsServer implements Component {
     if (SERVED.has(typeUrl)) return true;
     if (!ignored.has(typeUrl)) {
       ignored.add(typeUrl);
-      this.log.debug(`local xDS: stream ${id}: type ${typeUrl || "(none)"} is not served in local mode; not answering`);
+      this.log.debug(`local xDS: stream ${id}: type ${typeUrl || "(none)"} is not served in local mode; not answering`, ids({ stream: id, type_url: typeUrl }));
     }
     return false;
   }

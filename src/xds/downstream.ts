@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
+import { FailureReport } from "../lib/component.ts";
 import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
@@ -16,6 +17,8 @@ import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
 import type { ReflectionIndex } from "./reflection.ts";
 import { Code, DELTA_PATH, REFLECTION_PATHS, SOTW_PATH, type GrpcStatus } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface DownstreamCall {
   readonly delta: boolean;
@@ -122,6 +125,9 @@ export class DownstreamServer {
   private reflection: Promise<ReflectionIndex> | undefined;
   private readonly net: net.Server;
   private readonly sessions = new Set<H2Session>();
+  private readonly failure = new FailureReport();
+  /** The listener died after start. */
+  readonly failed = this.failure.failed;
 
   constructor(private readonly o: DownstreamServerOptions) {
     this.net = net.createServer((sock) => this.onConnection(sock));
@@ -133,12 +139,14 @@ export class DownstreamServer {
       mkdirSync(dirname(p), { recursive: true, mode: 0o750 });
       rmSync(p, { force: true });
     } catch (e) {
-      throw new XdsError("downstream", `preparing socket ${p}: ${(e as Error).message}`);
+      throw new XdsError("downstream", `preparing socket ${p}: ${errorMessage(e)}`, { cause: e });
     }
     await new Promise<void>((resolve, reject) => {
       this.net.once("error", (e) => reject(new XdsError("downstream", `listening on ${p}: ${e.message}`)));
       this.net.listen(p, () => resolve());
     });
+    // After start, a listener error (accept failing) is the component's failure, not a crash.
+    this.net.on("error", (e) => this.failure.report(new XdsError("downstream", `XDS socket ${p}: ${e.message}`)));
     chmodSync(p, 0o666);
   }
 
@@ -166,7 +174,7 @@ export class DownstreamServer {
     if (!d.allowed) {
       this.o.onRejected();
       const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
-      this.o.log.warn(`rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`);
+      this.o.log.warn(`rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`, ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
       sock.destroy();
       return;
     }
@@ -209,7 +217,7 @@ export class DownstreamServer {
           const index = await this.reflection;
           if (!stream.closed && !stream.localEnded) stream.write(grpcFrame(index.answer(bytes)));
         });
-        answered.catch((e: Error) => fail(`malformed ServerReflectionRequest: ${e.message}`));
+        answered.catch((e: unknown) => fail(`malformed ServerReflectionRequest: ${errorMessage(e)}`));
       },
     });
     stream.handlers = {
@@ -217,7 +225,7 @@ export class DownstreamServer {
         try {
           deframer.push(c);
         } catch (e) {
-          fail(`malformed ServerReflectionRequest: ${(e as Error).message}`);
+          fail(`malformed ServerReflectionRequest: ${errorMessage(e)}`);
         }
       },
       onEnd: () => void answered.then(() => stream.end(statusTrailers({ code: Code.OK, message: "" })), () => {}),
