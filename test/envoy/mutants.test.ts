@@ -1,0 +1,140 @@
+// The drain wait (waitForDrain) driven step by step: a scripted sleep and a scripted admin, so the
+// order of waits, the consecutive-error counter and its reset, cancellation at each point and
+// the log lines (Istio's wording, pkg/envoy/agent.go) are asserted exactly. Found by mutation
+// testing (npm run mutate -- envoy): only the supervisor's slower tests reached this code.
+
+import { describe, expect, test } from "bun:test";
+import type { EnvoyAdmin } from "../../src/envoy/admin.ts";
+import { waitForDrain } from "../../src/envoy/drain.ts";
+import { resolveDrainPlan, type DrainPlan } from "../../src/envoy/drainplan.ts";
+import { memoryLogger } from "../../src/lib/log.ts";
+
+type Step = string | Error | ((abort: () => void) => string);
+
+function harness(stats: Step[], opts: { sleepResults?: boolean[] } = {}) {
+  const mem = memoryLogger();
+  const sleeps: number[] = [];
+  const statCalls: [string, number][] = [];
+  const ctl = new AbortController();
+  const sleepResults = [...(opts.sleepResults ?? [])];
+  const admin: EnvoyAdmin = {
+    drainListeners: async () => "",
+    ready: async () => ({ status: 200, body: "LIVE" }),
+    stats: async (filter, timeoutMs) => {
+      statCalls.push([filter, timeoutMs]);
+      const s = stats.shift();
+      if (s === undefined) throw new Error("test script ran out of stats answers");
+      if (s instanceof Error) throw s;
+      return typeof s === "function" ? s(() => ctl.abort()) : s;
+    },
+  };
+  const sleep = async (ms: number, signal?: AbortSignal) => {
+    sleeps.push(ms);
+    if (signal?.aborted) return false;
+    return sleepResults.length > 0 ? sleepResults.shift()! : true;
+  };
+  const known = new Set(["listener.admin.downstream_cx_active"]);
+  const run = (plan: DrainPlan) => waitForDrain(plan, { admin, knownListeners: known, log: mem.log, sleep }, ctl.signal);
+  // Level and message of each line, without the timestamp.
+  const lines = () => mem.lines.map((l) => l.split("\t").slice(1).join(" "));
+  return { run, sleeps, statCalls, ctl, lines };
+}
+
+const waitPlan = resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 5000, minimumDrainMs: 0 });
+const zeroPlan = resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: true, terminationDrainMs: 5000, minimumDrainMs: 3000, pollIntervalMs: 1000, pollTimeoutMs: 2000 });
+
+const active = (n: number) => `listener.0.0.0.0_8080.downstream_cx_active: ${n}\nlistener.admin.downstream_cx_active: 7`;
+
+describe("waitForDrain: terminationDrainDuration", () => {
+  test("sleeps the duration once and says so", async () => {
+    const h = harness([]);
+    expect(await h.run(waitPlan)).toBe("graceful termination period complete");
+    expect(h.sleeps).toEqual([5000]);
+    expect(h.lines()).toEqual(["info Graceful termination period is 5s, starting..."]);
+  });
+
+  test("a sleep cut short is a cancelled wait", async () => {
+    const h = harness([], { sleepResults: [false] });
+    expect(await h.run(waitPlan)).toBe("drain wait cancelled");
+  });
+
+  test("an already aborted signal waits for nothing and logs nothing", async () => {
+    const h = harness([]);
+    h.ctl.abort();
+    expect(await h.run(waitPlan)).toBe("drain wait cancelled");
+    expect(await h.run(zeroPlan)).toBe("drain wait cancelled");
+    expect(h.sleeps).toEqual([]);
+    expect(h.lines()).toEqual([]);
+  });
+});
+
+describe("waitForDrain: EXIT_ON_ZERO_ACTIVE_CONNECTIONS", () => {
+  test("minimum drain, then polls every interval until 0, counting only client listeners", async () => {
+    const h = harness([active(3), active(1), active(0)]);
+    expect(await h.run(zeroPlan)).toBe("no more active connections");
+    expect(h.sleeps).toEqual([3000, 1000, 1000, 1000]);
+    expect(h.statCalls).toEqual([
+      ["downstream_cx_active$", 2000],
+      ["downstream_cx_active$", 2000],
+      ["downstream_cx_active$", 2000],
+    ]);
+    expect(h.lines()).toEqual([
+      "info Agent draining proxy for 3s, then waiting for active connections to terminate...",
+      "info Checking for active connections...",
+      "info There are still 3 active connections",
+      "info There are still 1 active connections",
+    ]);
+  });
+
+  test("the minimum drain cut short polls nothing", async () => {
+    const h = harness([], { sleepResults: [false] });
+    expect(await h.run(zeroPlan)).toBe("drain wait cancelled");
+    expect(h.statCalls).toEqual([]);
+  });
+
+  test("a poll interval cut short ends the wait", async () => {
+    const h = harness([active(2)], { sleepResults: [true, true, false] });
+    expect(await h.run(zeroPlan)).toBe("drain wait cancelled");
+    expect(h.statCalls.length).toBe(1);
+  });
+
+  test("empty stats: Envoy has none, stop waiting", async () => {
+    const h = harness([""]);
+    expect(await h.run(zeroPlan)).toBe("downstream_cx_active not available (no connections yet or stats disabled)");
+  });
+
+  test("lines that cannot be parsed are warned about and the rest still counts", async () => {
+    const h = harness(["garbage\n" + active(0)]);
+    expect(await h.run(zeroPlan)).toBe("no more active connections");
+    expect(h.lines()).toContain("warn envoy stat line is missing separator: garbage");
+  });
+
+  test("four failed polls are retried; the fifth consecutive one ends the wait", async () => {
+    const boom = () => new Error("connection refused");
+    const h = harness([boom(), boom(), boom(), boom(), boom()]);
+    expect(await h.run(zeroPlan)).toBe("error while obtaining downstream_cx_active stat (max retry 5 exceeded)");
+    expect(h.statCalls.length).toBe(5);
+    const lines = h.lines();
+    expect(lines.filter((l) => l === "error unable to get listener stats from Envoy: connection refused").length).toBe(5);
+    expect(lines.filter((l) => l.startsWith("warn Retrying"))).toEqual([
+      "warn Retrying (1 attempt) to obtain active connections...",
+      "warn Retrying (2 attempt) to obtain active connections...",
+      "warn Retrying (3 attempt) to obtain active connections...",
+      "warn Retrying (4 attempt) to obtain active connections...",
+    ]);
+  });
+
+  test("a successful poll resets the error count", async () => {
+    const boom = () => new Error("timeout");
+    const h = harness([boom(), boom(), boom(), boom(), active(2), boom(), boom(), boom(), boom(), active(0)]);
+    expect(await h.run(zeroPlan)).toBe("no more active connections");
+    expect(h.statCalls.length).toBe(10);
+    expect(h.lines().filter((l) => l.startsWith("warn Retrying")).at(-1)).toBe("warn Retrying (4 attempt) to obtain active connections...");
+  });
+
+  test("a signal arriving during a poll ends the wait before its answer is used", async () => {
+    const h = harness([(abort) => (abort(), active(0))]);
+    expect(await h.run(zeroPlan)).toBe("drain wait cancelled");
+    expect(h.lines()).not.toContain("info There are still 0 active connections");
+  });
+});
