@@ -1,3 +1,4 @@
+// The envoy area's pure parts, cases found by mutation testing (npm run mutate -- envoy).
 // The drain wait (waitForDrain) driven step by step: a scripted sleep and a scripted admin, so the
 // order of waits, the consecutive-error counter and its reset, cancellation at each point and
 // the log lines (Istio's wording, pkg/envoy/agent.go) are asserted exactly. Found by mutation
@@ -6,7 +7,9 @@
 import { describe, expect, test } from "bun:test";
 import type { EnvoyAdmin } from "../../src/envoy/admin.ts";
 import { waitForDrain } from "../../src/envoy/drain.ts";
-import { resolveDrainPlan, type DrainPlan } from "../../src/envoy/drainplan.ts";
+import { countActiveConnections, knownIstioListeners, resolveDrainPlan, type DrainPlan } from "../../src/envoy/drainplan.ts";
+import { decideRestart, parseRestartMode, type RestartPolicy } from "../../src/envoy/restart.ts";
+import { describeEvent, isLive, transition, type SupervisorEvent, type SupervisorState, type Transition } from "../../src/envoy/state.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 
 type Step = string | Error | ((abort: () => void) => string);
@@ -136,5 +139,98 @@ describe("waitForDrain: EXIT_ON_ZERO_ACTIVE_CONNECTIONS", () => {
     const h = harness([(abort) => (abort(), active(0))]);
     expect(await h.run(zeroPlan)).toBe("drain wait cancelled");
     expect(h.lines()).not.toContain("info There are still 0 active connections");
+  });
+});
+
+describe("state machine: refusals say why, and the rows the transition table did not have", () => {
+  const spawned: SupervisorEvent = { type: "spawned", epoch: 1, pid: 2 };
+  const shutdown: SupervisorEvent = { type: "shutdown", immediate: false, skipDrain: false };
+  test.each([
+    ["exited", { type: "start" }, { ok: false, why: "already exited" }],
+    ["running", { type: "start" }, { ok: false, why: "already started" }],
+    ["idle", spawned, { ok: false, why: "not started" }],
+    ["stopping", spawned, { ok: true, to: "stopping" }],
+    ["draining", spawned, { ok: true, to: "draining" }],
+    ["running", { type: "restart-due" }, { ok: false, why: "no restart pending in state running" }],
+    ["starting", { type: "drain" }, { ok: true, to: "drained" }],
+    ["draining", { type: "drain" }, { ok: false, why: "cannot drain in state draining" }],
+    ["stopping", shutdown, { ok: true, to: "stopping" }],
+    ["idle", { type: "quit" }, { ok: true, to: "exited" }],
+    ["restarting", { type: "quit" }, { ok: true, to: "stopping" }],
+    ["stopping", { type: "drain-over", why: "x" }, { ok: false, why: "not draining (state stopping)" }],
+  ] as [SupervisorState, SupervisorEvent, Transition][])("%s + %o", (from, ev, want) => {
+    expect(transition(from, ev)).toEqual(want);
+  });
+
+  test("live states", () => {
+    const all: SupervisorState[] = ["idle", "starting", "running", "restarting", "drained", "draining", "stopping", "exited"];
+    expect(all.filter(isLive)).toEqual(["starting", "running", "restarting", "drained", "draining", "stopping"]);
+  });
+
+  test("the transition log's words for each event", () => {
+    expect(describeEvent({ type: "spawned", epoch: 2, pid: 42 })).toBe("Envoy epoch 2 started, pid 42");
+    expect(describeEvent({ type: "exited", epoch: 1, last: true, restart: false, status: "exit code 1" })).toBe("Envoy epoch 1 ended: exit code 1");
+    expect(describeEvent({ type: "exited", epoch: 0, last: false, restart: false, status: "signal SIGKILL" })).toBe("Envoy epoch 0 ended: signal SIGKILL; other epochs still running");
+    expect(describeEvent({ type: "shutdown", immediate: true, skipDrain: false })).toBe("shutdown requested, immediate");
+    expect(describeEvent({ type: "shutdown", immediate: false, skipDrain: true })).toBe("shutdown requested, already drained");
+    expect(describeEvent({ type: "shutdown", immediate: false, skipDrain: false })).toBe("shutdown requested");
+    expect(describeEvent({ type: "drain-over", why: "no more active connections" })).toBe("no more active connections");
+    expect(describeEvent({ type: "start" })).toBe("start");
+    expect(describeEvent({ type: "quit" })).toBe("quit");
+  });
+});
+
+describe("drain plan and stats parsing", () => {
+  test("resolved plans, with Istio's defaults and negative durations clamped", () => {
+    expect(resolveDrainPlan({ sidecar: false, exitOnZeroActiveConnections: false, terminationDrainMs: -1, minimumDrainMs: -1 })).toEqual({
+      mode: "wait", inboundOnly: false, terminationDrainMs: 0, minimumDrainMs: 0, pollIntervalMs: 1000, pollTimeoutMs: 2000, maxPollErrors: 4, stopGraceMs: 5000,
+    });
+    expect(resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, stopGraceMs: 30 })).toEqual({
+      mode: "zero-connections", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, maxPollErrors: 4, stopGraceMs: 30,
+    });
+  });
+
+  test("Istio's own listeners: status and Prometheus ports, plus each secure metrics port given", () => {
+    const base = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090 });
+    expect([...base].sort()).toEqual([
+      "listener.0.0.0.0_15021.downstream_cx_active", "listener.0.0.0.0_15090.downstream_cx_active",
+      "listener.[__]_15021.downstream_cx_active", "listener.[__]_15090.downstream_cx_active",
+      "listener.admin.downstream_cx_active", "listener.admin.main_thread.downstream_cx_active",
+    ]);
+    const secure = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090, secureMetricsPort: 15091 });
+    expect(secure.size).toBe(8);
+    expect(secure.has("listener.0.0.0.0_15091.downstream_cx_active")).toBe(true);
+    const merged = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090, secureMergedMetricsPort: 15092 });
+    expect(merged.size).toBe(8);
+    expect(merged.has("listener.[__]_15092.downstream_cx_active")).toBe(true);
+  });
+
+  test("counting: empty is -1 with no problems; blank lines are no problem; bad lines and values are named", () => {
+    const none = new Set<string>();
+    expect(countActiveConnections("", none)).toEqual({ count: -1, problems: [] });
+    expect(countActiveConnections("listener.a.downstream_cx_active: 12\n   \n\nlistener.b.downstream_cx_active: 3", none)).toEqual({ count: 15, problems: [] });
+    expect(countActiveConnections("garbage\nlistener.a.downstream_cx_active: x5\nlistener.b.downstream_cx_active: 5x\nlistener.c.downstream_cx_active: 2", none)).toEqual({
+      count: 2,
+      problems: ["envoy stat line is missing separator: garbage", "failed parsing Envoy stat listener.a.downstream_cx_active: x5", "failed parsing Envoy stat listener.b.downstream_cx_active: 5x"],
+    });
+  });
+});
+
+describe("restart policy", () => {
+  const policy: RestartPolicy = { mode: "on-failure", baseMs: 200, maxMs: 1000, budget: 4, windowMs: 60_000 };
+  test("ENVOY_RESTART_POLICY spellings", () => {
+    expect(parseRestartMode(" On-Failure ")).toEqual({ mode: "on-failure" });
+    expect(parseRestartMode("onfailure")).toEqual({ mode: "on-failure" });
+    expect(parseRestartMode("NEVER")).toEqual({ mode: "never" });
+    expect(parseRestartMode("no")).toEqual({ mode: "never" });
+  });
+
+  test("a restart exactly one window ago no longer counts; the attempt number counts the ones that do", () => {
+    const d = decideRestart(policy, [0, 30_000], 60_000);
+    expect(d).toEqual({ restart: true, delayMs: 400, attempt: 2, history: [30_000, 60_000] });
+  });
+
+  test("policy never says so", () => {
+    expect(decideRestart({ ...policy, mode: "never" }, [], 0)).toEqual({ restart: false, reason: "ENVOY_RESTART_POLICY=never", history: [] });
   });
 });
