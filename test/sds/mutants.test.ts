@@ -6,6 +6,7 @@
 // 2026-11-21T00:00:00Z. Found by mutation testing (npm run mutate -- sds).
 
 import { beforeAll, describe, expect, test } from "bun:test";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { LocalCa } from "../../src/ca/local.ts";
 import { generateKeyAndCsr, type KeyAndCsr, type KeyOptions } from "../../src/ca/keygen.ts";
 import type { CertificateSigner } from "../../src/ca/signer.ts";
@@ -223,6 +224,25 @@ describe("SecretCache: roots and listeners", () => {
     expect(s.keygens()).toBe(2);
     expect(s.messages().filter((m) => m.startsWith("trust bundle updated"))).toEqual(lines);
     expect(lines).toEqual(["trust bundle updated from ProxyConfig: 1 certificate(s)"]);
+    s.cache.close();
+  });
+
+  test("default and ROOTCA fetched while a trust-bundle re-issue is in flight are whole, parseable PEM", async () => {
+    const s = setup();
+    const first = await s.cache.get("default");
+    s.signer.hold = [];
+    s.cache.updateTrustBundle([caB.rootPem]);
+    await until(() => s.signer.hold!.length === 1, "re-issue signing started");
+    const [during, root] = await Promise.all([s.cache.get("default"), s.cache.get("ROOTCA")]);
+    expect(during).toBe(first);
+    expect(new X509Certificate(during.certificateChain!).checkPrivateKey(createPrivateKey(during.privateKey!))).toBe(true);
+    expect(root.rootCert!.match(/-----BEGIN CERTIFICATE-----/g)).toHaveLength(2);
+    for (const pem of root.rootCert!.split(/(?<=-----END CERTIFICATE-----\n)/).filter((p) => p.trim())) expect(() => new X509Certificate(pem)).not.toThrow();
+    s.signer.hold[0]!.resolve();
+    await until(() => s.updates.includes("default"), "re-issued");
+    const after = await s.cache.get("default");
+    expect(after).not.toBe(first);
+    expect(new X509Certificate(after.certificateChain!).checkPrivateKey(createPrivateKey(after.privateKey!))).toBe(true);
     s.cache.close();
   });
 
