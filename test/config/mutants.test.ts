@@ -162,3 +162,25 @@ describe("layerProxyConfig", () => {
     expect(layerProxyConfig([env("statusPort: 1")]).config.serviceCluster).toBe("istio-proxy");
   });
 });
+
+describe("every ProxyConfig field is known", () => {
+  // The fields of istio.mesh.v1alpha1.ProxyConfig in istio/api mesh/v1alpha1/proxy.proto (read at
+  // commit 00d4ed3c), in their proto (snake_case) spelling; then later fields and the ones this
+  // agent accepts beyond that version (proxyHeaders, file flush settings: reference §2 and §5).
+  const PROTO = [
+    "config_path", "binary_path", "service_cluster", "tracing_service_name", "drain_duration", "parent_shutdown_duration",
+    "discovery_address", "discovery_refresh_delay", "zipkin_address", "statsd_udp_address", "envoy_metrics_service_address",
+    "proxy_admin_port", "availability_zone", "control_plane_auth_policy", "custom_config_file", "stat_name_length", "concurrency",
+    "proxy_bootstrap_template_path", "interception_mode", "tracing", "sds", "envoy_access_log_service", "envoy_metrics_service",
+    "proxy_metadata", "runtime_values", "status_port", "extra_stat_tags", "gateway_topology", "termination_drain_duration",
+    "mesh_id", "readiness_probe", "proxy_stats_matcher", "hold_application_until_proxy_starts", "ca_certificates_pem", "image",
+    "private_key_provider",
+  ];
+  const LATER = ["proxy_headers", "file_flush_interval", "file_flush_min_size_kb", "ca_certificate_pem", "sidecar_stats_template", "startup_probe", "drain_duration_seconds"];
+  test.each([...PROTO, ...LATER])("%s", (field) => {
+    const value = field === "proxy_metadata" ? "{}" : "x";
+    const { unknownFields, sources } = layerProxyConfig([env(`${field}: ${value}`)]);
+    expect(unknownFields).toEqual([]);
+    expect(sources[camelCase(field)]).toBe("PROXY_CONFIG");
+  });
+});
