@@ -184,3 +184,39 @@ describe("every ProxyConfig field is known", () => {
     expect(sources[camelCase(field)]).toBe("PROXY_CONFIG");
   });
 });
+
+describe("layering: the remaining edges", () => {
+  test("errors are ConfigErrors by name", () => {
+    expect(thrown(() => parseLayer(env("5"))).name).toBe("ConfigError");
+  });
+
+  test("a malformed layer's message is the YAML parser's own first line, without its position", () => {
+    // The text after the prefix is what the yaml library says for this input with prettyErrors off.
+    expect(thrown(() => parseLayer(env("a: b: c"))).message).toBe("PROXY_CONFIG: malformed YAML/JSON: Nested mappings are not allowed in compact mappings");
+  });
+
+  test("nested labels and annotations maps keep their keys", () => {
+    expect(parseLayer(env("image: {image_type: x, labels: {app_name: a}, annotations: {some_key: b}}"))).toEqual({ image: { imageType: "x", labels: { app_name: "a" }, annotations: { some_key: "b" } } });
+  });
+
+  test("a mesh file whose default_config is null is no layer", () => {
+    expect(parseLayer(mesh("default_config: null"))).toBeUndefined();
+  });
+
+  test("an empty layer among others is skipped", () => {
+    const { config, sources } = layerProxyConfig([env(""), anno("statusPort: 1")]);
+    expect(config.statusPort).toBe(1);
+    expect(sources.statusPort).toBe("annotation proxy.istio.io/config");
+  });
+
+  test("once proxyHeaders is set, other map-valued fields are still replaced as themselves", () => {
+    const { config } = layerProxyConfig([env("proxyHeaders: {server: {disabled: true}}"), anno("tracing: {datadog: {address: d:1}}")]);
+    expect(config.proxyHeaders).toEqual({ server: { disabled: true } });
+    expect(config.tracing).toEqual({ datadog: { address: "d:1" } });
+  });
+
+  test("proxyHeaders: null after a map replaces it with null", () => {
+    const { config } = layerProxyConfig([env("proxyHeaders: {server: {disabled: true}}"), anno("proxyHeaders: null")]);
+    expect(config.proxyHeaders).toBeNull();
+  });
+});
