@@ -33,6 +33,8 @@ function harness(stats: Step[], opts: { sleepResults?: boolean[] } = {}) {
   };
   const sleep = async (ms: number, signal?: AbortSignal) => {
     sleeps.push(ms);
+    // A wait that never ends (a broken loop) fails the test quickly instead of timing out.
+    if (sleeps.length > 50) throw new Error("more than 50 waits: the drain loop does not end");
     if (signal?.aborted) return false;
     return sleepResults.length > 0 ? sleepResults.shift()! : true;
   };
