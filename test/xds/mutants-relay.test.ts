@@ -13,7 +13,9 @@ import { grpcFrame } from "../../src/xds/grpcframe.ts";
 import { xdsCodec, type AgentRequest } from "../../src/xds/messages.ts";
 import type { XdsMetrics } from "../../src/xds/metrics.ts";
 import { StreamRelay } from "../../src/xds/relay.ts";
-import { DELTA_PATH, HEALTH_INFO_TYPE, LISTENER_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE, SOTW_PATH, WORKLOAD_TYPE, type GrpcStatus } from "../../src/xds/types.ts";
+import {
+  ADS_SERVICE, Code, DELTA_PATH, HEALTH_INFO_TYPE, LISTENER_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE, REFLECTION_PATHS, routeOf, SOTW_PATH, TYPE_PREFIX, WORKLOAD_TYPE, type GrpcStatus,
+} from "../../src/xds/types.ts";
 import type { UpstreamHandlers } from "../../src/xds/upstream.ts";
 import { TYPES } from "./harness.ts";
 
@@ -350,5 +352,36 @@ describe("relay: shutdown", () => {
     await r.relay.shutdown({ code: 14, message: "late" }, 10);
     r.relay.close({ code: 13, message: "later" });
     expect(r.finished).toEqual([{ code: 0, message: "" }]);
+  });
+});
+
+describe("type URLs, paths and routes (types.ts)", () => {
+  test("the names on the wire", () => {
+    expect(TYPE_PREFIX).toBe("type.googleapis.com/");
+    expect(LISTENER_TYPE).toBe("type.googleapis.com/envoy.config.listener.v3.Listener");
+    expect(NAME_TABLE_TYPE).toBe("type.googleapis.com/istio.networking.nds.v1.NameTable");
+    expect(PROXY_CONFIG_TYPE).toBe("type.googleapis.com/istio.mesh.v1alpha1.ProxyConfig");
+    expect(HEALTH_INFO_TYPE).toBe("type.googleapis.com/istio.v1.HealthInformation");
+    expect(WORKLOAD_TYPE).toBe("type.googleapis.com/istio.workload.Workload");
+    expect(ADS_SERVICE).toBe("envoy.service.discovery.v3.AggregatedDiscoveryService");
+    expect(SOTW_PATH).toBe("/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources");
+    expect(DELTA_PATH).toBe("/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources");
+    expect([...REFLECTION_PATHS].sort()).toEqual(["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"]);
+  });
+
+  test("gRPC status codes (google.rpc.Code)", () => {
+    expect(Code).toEqual({ OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 });
+  });
+
+  test("routes: internal first, then Envoy's own types and Workload forwarded, the rest dropped", () => {
+    const internal = new Set([NAME_TABLE_TYPE, "type.googleapis.com/envoy.config.cluster.v3.Cluster.internal"]);
+    expect(routeOf(NAME_TABLE_TYPE, internal)).toBe("internal");
+    expect(routeOf("type.googleapis.com/envoy.config.cluster.v3.Cluster.internal", internal)).toBe("internal");
+    expect(routeOf("type.googleapis.com/envoy.config.route.v3.RouteConfiguration", internal)).toBe("forward");
+    expect(routeOf(WORKLOAD_TYPE, internal)).toBe("forward");
+    expect(routeOf("type.googleapis.com/istio.workload.Address", internal)).toBe("drop");
+    expect(routeOf("type.googleapis.com/envoyx.Foo", internal)).toBe("drop");
+    expect(routeOf("envoy.config.route.v3.RouteConfiguration", internal)).toBe("drop");
+    expect(routeOf("", internal)).toBe("drop");
   });
 });
