@@ -215,8 +215,10 @@ describe("layering: the remaining edges", () => {
     expect(config.tracing).toEqual({ datadog: { address: "d:1" } });
   });
 
-  test("proxyHeaders: null after a map replaces it with null", () => {
+  test("proxyHeaders: null or a string after a map replaces it", () => {
     const { config } = layerProxyConfig([env("proxyHeaders: {server: {disabled: true}}"), anno("proxyHeaders: null")]);
     expect(config.proxyHeaders).toBeNull();
+    const text = layerProxyConfig([env("proxyHeaders: {server: {disabled: true}}"), anno("proxyHeaders: off")]);
+    expect(text.config.proxyHeaders).toBe("off");
   });
 });
