@@ -13,6 +13,8 @@ import { grpcFrame } from "../../src/xds/grpcframe.ts";
 import { xdsCodec, type AgentRequest } from "../../src/xds/messages.ts";
 import type { XdsMetrics } from "../../src/xds/metrics.ts";
 import { StreamRelay } from "../../src/xds/relay.ts";
+import type { EcdsHook, EcdsResult } from "../../src/wasm/ecds.ts";
+import { until } from "../sds/fake-clock.ts";
 import {
   ADS_SERVICE, Code, DELTA_PATH, HEALTH_INFO_TYPE, LISTENER_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE, REFLECTION_PATHS, routeOf, SOTW_PATH, TYPE_PREFIX, WORKLOAD_TYPE, type GrpcStatus,
 } from "../../src/xds/types.ts";
@@ -26,7 +28,7 @@ const req = (typeUrl: string, delta = false) => Buffer.from(delta ? TYPES.DeltaR
 const res = (typeUrl: string, nonce: string, version = "v1", resources = [Buffer.from("payload")]) =>
   Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl, versionInfo: version, nonce, resources: resources.map((value) => ({ typeUrl, value })) })).finish());
 
-function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequest[]; health?: AgentRequest; handler?: (b: Uint8Array) => void } = {}) {
+function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequest[]; health?: AgentRequest; handler?: (b: Uint8Array) => void; ecds?: EcdsHook } = {}) {
   const delta = o.delta ?? false;
   const ev: string[] = [];
   const down: Buffer[] = [];
@@ -69,6 +71,7 @@ function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequ
     logLimit: new LogLimiter({ burst: 100, windowMs: 1000, now: () => 0 }),
     metrics,
     onUpstreamConnected: () => ev.push("connected"),
+    ...(o.ecds ? { ecds: o.ecds } : {}),
   });
   const dh = relay.start({
     describe: "istiod:15012",
@@ -383,5 +386,73 @@ describe("type URLs, paths and routes (types.ts)", () => {
     expect(routeOf("type.googleapis.com/envoyx.Foo", internal)).toBe("drop");
     expect(routeOf("envoy.config.route.v3.RouteConfiguration", internal)).toBe("drop");
     expect(routeOf("", internal)).toBe("drop");
+  });
+});
+
+describe("relay: ECDS goes through the hook", () => {
+  const ECDS = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+  function hook() {
+    const observed: string[] = [];
+    const pending: ((r: EcdsResult | Error) => void)[] = [];
+    const h: EcdsHook = {
+      typeUrl: ECDS,
+      observeRequest: (msg) => observed.push(Buffer.from(msg).toString("hex")),
+      convert: () => new Promise<EcdsResult>((resolve, reject) => pending.push((r) => (r instanceof Error ? reject(r) : resolve(r)))),
+    };
+    return { h, observed, pending };
+  }
+
+  test("requests of the ECDS type are shown to the hook, others not", () => {
+    const k = hook();
+    const r = rig({ ecds: k.h });
+    r.dh.onData(grpcFrame(req(CDS)));
+    r.dh.onData(grpcFrame(req(ECDS)));
+    expect(k.observed).toEqual([req(ECDS).toString("hex")]);
+    expect(r.sent().map((x) => x.typeUrl)).toEqual([CDS, ECDS]);
+  });
+
+  test("an ECDS response is converted and goes to Envoy framed, never inside a message being forwarded", async () => {
+    const k = hook();
+    const r = rig({ ecds: k.h });
+    r.dh.onData(grpcFrame(req(CDS)));
+    r.up_().onData(Buffer.concat([grpcFrame(res(ECDS, "e1")), grpcFrame(res(ECDS, "e2"))]));
+    expect(k.pending).toHaveLength(2);
+    const big = grpcFrame(res(CDS, "c1"));
+    const head = big.subarray(0, big.length - 3); // type decided, forwarding under way
+    r.up_().onData(head);
+    expect(Buffer.concat(r.down)).toEqual(head);
+    k.pending[0]!({ kind: "forward", message: Buffer.from("converted") });
+    k.pending[1]!(new Error("sentinel"));
+    // Conversions settle in order: once the second is logged, the first was handled.
+    await until(() => r.lines().includes("error ECDS conversion failed: sentinel"), "conversions settled");
+    expect(Buffer.concat(r.down)).toEqual(head);
+    r.up_().onData(big.subarray(big.length - 3));
+    expect(Buffer.concat(r.down)).toEqual(Buffer.concat([big, grpcFrame(Buffer.from("converted"))]));
+  });
+
+  test("a rejected ECDS response is NACKed upstream; a conversion failure is logged", async () => {
+    const k = hook();
+    const r = rig({ ecds: k.h });
+    r.dh.onData(grpcFrame(req(CDS)));
+    r.up_().onData(grpcFrame(res(ECDS, "e1")));
+    r.up_().onData(grpcFrame(res(ECDS, "e2")));
+    k.pending[0]!({ kind: "nack", request: { typeUrl: ECDS, versionInfo: "v0", nonce: "e1", error: { code: 13, message: "bad wasm" } } });
+    k.pending[1]!(new Error("fetch failed"));
+    await until(() => r.lines().includes("error ECDS conversion failed: fetch failed"), "failure logged");
+    expect(r.sent().slice(1)).toEqual([{ typeUrl: ECDS, version: "v0", nonce: "e1", error: "bad wasm" }]);
+    expect(r.down).toEqual([]);
+  });
+
+  test("a conversion finishing after the stream ended writes nothing", async () => {
+    const k = hook();
+    const r = rig({ ecds: k.h });
+    r.dh.onData(grpcFrame(req(CDS)));
+    r.up_().onData(grpcFrame(res(ECDS, "e1")));
+    r.up_().onData(grpcFrame(res(ECDS, "e2")));
+    r.relay.close({ code: 0, message: "" });
+    k.pending[0]!({ kind: "forward", message: Buffer.from("late") });
+    k.pending[1]!(new Error("sentinel"));
+    await until(() => r.lines().includes("error ECDS conversion failed: sentinel"), "later conversion settled");
+    expect(r.down).toEqual([]);
   });
 });
