@@ -7,6 +7,8 @@ import { describe, expect, test } from "bun:test";
 import { certInfo, joinPem, keyMatchesCert, mergeRoots, pemBlocks, validCerts } from "../../src/ca/pem.ts";
 import { CaError } from "../../src/ca/errors.ts";
 import { CA_MAX_ATTEMPTS, isRetriable, retryDelayMs } from "../../src/ca/retry.ts";
+import { lazySigner } from "../../src/ca/lazy.ts";
+import type { CertificateSigner } from "../../src/ca/signer.ts";
 
 describe("retry policy (Istio's CA client)", () => {
   test("five attempts; only transient codes are retried", () => {
@@ -97,5 +99,54 @@ describe("PEM helpers", () => {
     expect(info.uris).toEqual(["spiffe://cluster.local/ns/default/sa/app"]);
     expect(keyMatchesCert(KEY, CERT)).toBe(true);
     expect(validCerts(CERT + a)).toEqual({ certs: [CERT], invalid: 1 });
+  });
+});
+
+// `openssl req -x509 ... -subj /O=test2 -addext subjectAltName=DNS:a.example,URI:spiffe://td/ns/a/sa/b,URI:spiffe://td/ns/c/sa/d`
+const CERT2 = `-----BEGIN CERTIFICATE-----
+MIIBvDCCAWGgAwIBAgIUFdTjYOR5+n7QjiNFcNNg/3/QbUIwCgYIKoZIzj0EAwIw
+EDEOMAwGA1UECgwFdGVzdDIwHhcNMjYxMTI0MDYxMDQ4WhcNMzYxMTIxMDYxMDQ4
+WjAQMQ4wDAYDVQQKDAV0ZXN0MjBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABNbf
+fyzK/L+SifrNxvPi3UhZKdKCyqj46ve1XwZcF1ZNslGNaaRqMHJ+heM2ZbtML0zK
+ULpd3RtzYWQbaTN6CQijgZgwgZUwHQYDVR0OBBYEFNEmyT9JeFvMir8WO5rTPW3D
++fx/MB8GA1UdIwQYMBaAFNEmyT9JeFvMir8WO5rTPW3D+fx/MA8GA1UdEwEB/wQF
+MAMBAf8wQgYDVR0RBDswOYIJYS5leGFtcGxlhhVzcGlmZmU6Ly90ZC9ucy9hL3Nh
+L2KGFXNwaWZmZTovL3RkL25zL2Mvc2EvZDAKBggqhkjOPQQDAgNJADBGAiEAnlDj
+sXjRNi1xZuWoKFDftjIoPH9/j0e2ysw1IZSIB2ICIQDJiIPilExN2vv/MdG2sgae
+tLZotC9TQHaSxKZ4tBte8g==
+-----END CERTIFICATE-----
+`;
+
+describe("PEM helpers: more", () => {
+  test("URI SANs after another kind of name are all read", () => {
+    expect(certInfo(CERT2).uris).toEqual(["spiffe://td/ns/a/sa/b", "spiffe://td/ns/c/sa/d"]);
+  });
+
+  test("an unparseable certificate with no description is called a certificate", () => {
+    expect(() => certInfo("garbage")).toThrow(/^certificate: not a valid PEM certificate \(/);
+  });
+});
+
+describe("lazySigner", () => {
+  const noClose = (counter: { builds: number }): (() => Promise<CertificateSigner>) => async () => (counter.builds++, { name: "inner", sign: async () => ["leaf", "root"] });
+
+  test("prepare() alone starts the build, once", async () => {
+    const c = { builds: 0 };
+    const s = lazySigner("local", noClose(c));
+    s.prepare!();
+    s.prepare!();
+    expect(c.builds).toBe(1);
+    expect(await s.sign("csr", 60)).toEqual(["leaf", "root"]);
+    expect(c.builds).toBe(1);
+  });
+
+  test("a built signer without close() is fine to close, before or after the build finished", async () => {
+    const early = lazySigner("local", noClose({ builds: 0 }));
+    const pending = early.sign("csr", 60);
+    early.close!();
+    expect(await pending).toEqual(["leaf", "root"]);
+    const late = lazySigner("local", noClose({ builds: 0 }));
+    await late.sign("csr", 60);
+    expect(() => late.close!()).not.toThrow();
   });
 });

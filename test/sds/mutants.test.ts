@@ -14,6 +14,8 @@ import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { SecretCache, type SecretCacheOptions } from "../../src/sds/cache.ts";
 import { SecretMetrics } from "../../src/sds/metrics.ts";
+import { closeToExpiry } from "../../src/sds/rotation.ts";
+import { sotwDecide } from "../../src/sds/sotw.ts";
 import { FakeClock, until } from "./fake-clock.ts";
 
 const START = Date.parse("2026-11-21T00:00:00Z");
@@ -52,7 +54,7 @@ class TestSigner implements CertificateSigner {
   }
 }
 
-function setup(over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, s: string) => Promise<KeyAndCsr>) {
+function setup(over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, s: string) => Promise<KeyAndCsr>, withBlocker = true) {
   const clock = new FakeClock(START);
   now = () => clock.now();
   const signer = new TestSigner();
@@ -60,24 +62,34 @@ function setup(over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, 
   const mem = memoryLogger();
   const blocker: string[] = [];
   let keygens = 0;
+  const registry = newRegistry();
   const cache = new SecretCache(
     { signer, keyOptions: KEY, spiffeId: SPIFFE, ttlSeconds: 3600, rotation: { ratio: 0.5, jitter: 0 }, debounceMs: 20, ...over },
     {
       log: mem.log,
-      metrics: new SecretMetrics(newRegistry(), clock),
+      metrics: new SecretMetrics(registry, clock),
       clock,
       random: () => 0.5,
-      renewalBlocker: { reblock: () => blocker.push("reblock"), fail: (m) => blocker.push(`fail: ${m}`), clear: () => blocker.push("clear") },
+      ...(withBlocker ? { renewalBlocker: { reblock: () => blocker.push("reblock"), fail: (m: string) => blocker.push(`fail: ${m}`), clear: () => blocker.push("clear") } } : {}),
       generateKey: (o, s) => (keygens++, keygen ? keygen(o, s) : Promise.resolve(pair)),
     },
   );
   const updates: string[] = [];
   cache.onUpdate((n) => updates.push(n));
   const messages = () => mem.lines.map((l) => l.split("\t").slice(2).join("\t"));
-  return { clock, signer, cache, blocker, updates, messages, keygens: () => keygens };
+  const metric = async (name: string) => ((await registry.getSingleMetric(name)!.get()) as { values: { labels: Record<string, string>; value: number }[] }).values;
+  return { clock, signer, cache, blocker, updates, messages, keygens: () => keygens, metric };
 }
 
 const ISSUED = "workload certificate issued by local CA";
+
+async function untilAsync(cond: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 describe("SecretCache: one signing at a time", () => {
   test("concurrent callers share one signing and get the same item; later callers get it from the cache", async () => {
@@ -126,6 +138,7 @@ describe("SecretCache: rotation and renewal", () => {
     const s = setup({ rotation: { ratio: 0.5, jitter: 0.01 } }); // random 0.5: ratio 0.505
     await s.cache.get("default");
     expect(s.clock.nextAt()).toBe(START + 1_782_000);
+    expect(s.messages()).toContain("workload certificate rotation scheduled in 1782s");
     s.clock.advance(1_781_999);
     expect(s.keygens()).toBe(1);
     s.clock.advance(1);
@@ -263,6 +276,7 @@ describe("SecretCache: roots and listeners", () => {
     s.clock.advance(1_800_000);
     await until(() => s.blocker.includes("clear"), "renewed");
     expect(s.updates).toEqual(["default"]);
+    expect(s.messages().filter((m) => m.startsWith("root certificate changed") || m.startsWith("workload certificate renewed after"))).toEqual([]);
     s.signer.ca = caB;
     s.clock.advance(1_800_000);
     await until(() => s.blocker.filter((b) => b === "clear").length === 2, "renewed again");
@@ -288,5 +302,82 @@ describe("SecretCache: roots and listeners", () => {
     expect(s.updates).toEqual(["default"]);
     expect(s.messages()).toContain("secret update listener failed for default: boom");
     s.cache.close();
+  });
+});
+
+describe("SecretCache: guards, metrics and pure rules", () => {
+  test("after close() a new trust bundle starts no signing", async () => {
+    const s = setup();
+    await s.cache.get("default");
+    s.cache.close();
+    s.cache.updateTrustBundle([caB.rootPem]);
+    expect(s.keygens()).toBe(1);
+  });
+
+  test("a trust bundle before any certificate with the CA down: ROOTCA waits, and no renewal retry is scheduled", async () => {
+    const s = setup();
+    s.signer.fail = "CA down";
+    s.cache.updateTrustBundle([caB.rootPem]);
+    await until(() => s.messages().some((m) => m.startsWith("ROOTCA not available yet")), "ROOTCA attempt failed");
+    // sentinel: a later signing attempt, started and failed after the first one settled
+    await expect(s.cache.get("default")).rejects.toThrow("CA down");
+    expect(s.messages().filter((m) => m.startsWith("renewing the workload certificate failed"))).toEqual([]);
+    expect(s.clock.pending()).toBe(0);
+    s.cache.close();
+  });
+
+  test("a renewal that fails after close() logs nothing and schedules nothing", async () => {
+    const s = setup();
+    await s.cache.get("default");
+    s.signer.hold = [];
+    s.signer.fail = "CA down";
+    s.clock.advance(1_800_000);
+    await until(() => s.signer.hold!.length === 1, "renewal signing started");
+    s.cache.close();
+    s.signer.hold[0]!.resolve();
+    // sentinel: a later signing attempt, started and failed after the renewal's failure settled
+    await untilAsync(async () => (await s.metric("istio_agent_num_failed_outgoing_requests"))[0]?.value === 1, "renewal failure counted");
+    s.signer.hold = undefined;
+    s.clock.advance(3_600_000);
+    await expect(s.cache.get("default")).rejects.toThrow("CA down");
+    expect(s.messages().filter((m) => m.startsWith("renewing the workload certificate failed"))).toEqual([]);
+    expect(s.clock.pending()).toBe(0);
+  });
+
+  test("without a readiness blocker, a failing renewal close to expiry still schedules its retry", async () => {
+    const s = setup({ rotation: { ratio: 0.05, jitter: 0 } }, undefined, false);
+    await s.cache.get("default");
+    s.signer.fail = "CA down";
+    s.clock.advance(3_420_000);
+    await until(() => s.clock.nextAt() === START + 3_421_000, "retry scheduled");
+    s.cache.close();
+  });
+
+  test("CSR metrics: one request labelled csr, failures counted, latency no longer than the call", async () => {
+    const s = setup();
+    const t0 = performance.now();
+    await s.cache.get("default");
+    const elapsed = performance.now() - t0;
+    expect(await s.metric("istio_agent_num_outgoing_requests")).toEqual([{ labels: { request_type: "csr" }, value: 1 }]);
+    const latency = await s.metric("istio_agent_outgoing_latency");
+    expect(latency.map((v) => v.labels)).toEqual([{ request_type: "csr" }]);
+    expect(latency[0]!.value).toBeGreaterThan(0);
+    expect(latency[0]!.value).toBeLessThanOrEqual(elapsed);
+    s.signer.fail = "CA down";
+    s.clock.advance(1_800_000);
+    await untilAsync(async () => (await s.metric("istio_agent_num_failed_outgoing_requests")).length === 1, "failure counted");
+    expect(await s.metric("istio_agent_num_failed_outgoing_requests")).toEqual([{ labels: { request_type: "csr" }, value: 1 }]);
+    s.cache.close();
+  });
+
+  test("SotW: the same names again is an ACK, fewer names is a removal", () => {
+    const st = { watched: new Set(["a", "b"]), lastNonce: "n1", seenRequest: true };
+    expect(sotwDecide(st, { resourceNames: ["b", "a"], responseNonce: "n1" })).toEqual({ action: "ignore", reason: "ack", watched: new Set(["b", "a"]) });
+    expect(sotwDecide(st, { resourceNames: ["a"], responseNonce: "n1" })).toEqual({ action: "ignore", reason: "removed names", watched: new Set(["a"]) });
+  });
+
+  test("close to expiry means strictly less than a tenth of the lifetime left", () => {
+    expect(closeToExpiry(0, 1000, 900)).toBe(false);
+    expect(closeToExpiry(0, 1000, 901)).toBe(true);
   });
 });
