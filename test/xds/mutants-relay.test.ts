@@ -137,6 +137,7 @@ describe("relay: requests", () => {
     const r = rig({ initial: [{ typeUrl: NAME_TABLE_TYPE }] });
     r.dh.onData(grpcFrame(req(LISTENER_TYPE)));
     expect(r.sent().map((s) => s.typeUrl)).toEqual([LISTENER_TYPE, NAME_TABLE_TYPE]);
+    expect(r.finished).toEqual([]);
   });
 
   test("a request over the limit ends the stream with RESOURCE_EXHAUSTED naming both sizes; one at the limit passes", () => {
