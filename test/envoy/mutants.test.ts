@@ -185,10 +185,10 @@ describe("state machine: refusals say why, and the rows the transition table did
 describe("drain plan and stats parsing", () => {
   test("resolved plans, with Istio's defaults and negative durations clamped", () => {
     expect(resolveDrainPlan({ sidecar: false, exitOnZeroActiveConnections: false, terminationDrainMs: -1, minimumDrainMs: -1 })).toEqual({
-      mode: "wait", inboundOnly: false, terminationDrainMs: 0, minimumDrainMs: 0, pollIntervalMs: 1000, pollTimeoutMs: 2000, maxPollErrors: 4, stopGraceMs: 5000,
+      mode: "wait", inboundOnly: false, terminationDrainMs: 0, minimumDrainMs: 0, pollIntervalMs: 1000, pollTimeoutMs: 2000, maxPollErrors: 4, stopGraceMs: 5000, componentStopMs: 5000,
     });
     expect(resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, stopGraceMs: 30 })).toEqual({
-      mode: "zero-connections", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, maxPollErrors: 4, stopGraceMs: 30,
+      mode: "zero-connections", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, maxPollErrors: 4, stopGraceMs: 30, componentStopMs: 5000,
     });
   });
 
