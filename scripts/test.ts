@@ -28,11 +28,18 @@ export function closingLines(tail: string[]): string[] {
   return tail.filter((l) => CLOSING.test(l));
 }
 
+/** Per-test timeout: tests spawn real processes (compiled agent, fake Envoy, fake istiod). */
+export const TEST_TIMEOUT_MS = 30_000;
+
 async function main(): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "agent-test-"));
   const skipFile = join(dir, "skips");
   try {
-    const proc = Bun.spawn([process.execPath, "test", ...process.argv.slice(2)], {
+    // Bun 1.4 does not read a test timeout from bunfig.toml (its default 5 s applied, failing
+    // process-spawning tests on a loaded machine): pass it unless the caller gave one.
+    const args = process.argv.slice(2);
+    const timeout = args.some((a) => a.startsWith("--timeout")) ? [] : ["--timeout", String(TEST_TIMEOUT_MS)];
+    const proc = Bun.spawn([process.execPath, "test", ...timeout, ...args], {
       stdin: "inherit",
       stdout: "inherit",
       stderr: "pipe",

@@ -9,9 +9,15 @@
 // warming, the local xDS file, gRPC servers' code behind already-listening sockets, process
 // metrics. Subsystems that may be off (DNS proxy, local mode, iptables tracing) are imported only
 // when on. Istio does not block Envoy on any of these either (see docs/startup.md).
+//
+// `start` resolves with `Bound` (ztunnel's): every address and socket the agent serves on, fixed
+// once started, so callers and tests read them there. A component that cannot be built or started
+// stops the agent: the ones already started are stopped, the error names the component, and the
+// exit code is pilot-agent's for a failed command. Components stop in the reverse of their start
+// order, each awaited before the next (Envoy first: it drains while the others keep serving).
 
 import type { AgentConfig } from "./config/agentconfig.ts";
-import type { Component } from "./lib/component.ts";
+import { building, ComponentError, named, watchFailures, type Component, type FailureDecision } from "./lib/component.ts";
 import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
@@ -21,6 +27,8 @@ import { DrainTrigger } from "./lib/drain.ts";
 import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
+import type { BoundAddress } from "./dns/server.ts";
+import type { HostPort } from "./dns/resolvconf.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { detectCredentialSocket } from "./sds/external.ts";
 import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
@@ -48,6 +56,26 @@ export interface AgentDeps {
   memory?: { rss(): number; collect(): void };
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
   selfCommand?: readonly string[];
+  /**
+   * Tests only: bind here instead of the configured addresses (port 0: a free port). In Istio's
+   * config a status port of 0 means "off", so free ports can be asked for only here; a server the
+   * config turns off stays off.
+   */
+  listen?: { status?: { hostname: string; port: number }; dns?: HostPort[] };
+}
+
+/** What a started agent serves on (ztunnel's `Bound`): fixed once `start` resolves. */
+export interface Bound {
+  /** The status server's address; absent when it is off (statusPort 0) or did not start. */
+  readonly status?: { readonly hostname: string; readonly port: number };
+  /** The STS server's port (--stsPort); absent when it is off. */
+  readonly sts?: { readonly port: number };
+  /** The XDS socket the relay serves Envoy (or proxyless gRPC clients) on; absent if not started. */
+  readonly xdsSocket?: string;
+  /** The SDS socket; absent when the agent serves none. */
+  readonly sdsSocket?: string;
+  /** The DNS proxy's listeners (UDP and TCP per address); empty when it is off. */
+  readonly dns: readonly BoundAddress[];
 }
 
 /** The workload certificate files mounted into the pod, when the agent serves those (no CA). */
@@ -60,17 +88,37 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
 export const START_FAILURE_EXIT_CODE = 255;
 
+/**
+ * What the agent does when a component fails after start, as Istio's agent does: its status server
+ * failing makes it send itself SIGTERM (the pod could never pass a probe again); Envoy's end is the
+ * agent's end (the supervisor holds the exit code); the DNS, SDS and xDS servers only log.
+ */
+export function afterStartFailure(component: string): FailureDecision {
+  if (component === "status") return "terminate";
+  if (component === "envoy") return "exit";
+  return "degrade";
+}
+
+/** A started component and the signal that stops it. */
+interface Running {
+  component: Component;
+  stop: AbortController;
+}
+
 export class Agent {
   readonly registry: Registry;
   readonly readiness: Readiness;
   /** Resolves with the process exit code once the agent has stopped. */
   readonly done: Promise<number>;
-  dns?: DnsProxy;
-  secrets?: SecretManager;
+  private dns?: DnsProxy;
+  private secrets?: SecretManager;
   /** The xDS relay; also where VM health transitions go. */
-  xds?: XdsProxy;
-  envoy?: EnvoyComponent;
-  private readonly components: Component[] = [];
+  private xds?: XdsProxy;
+  private envoy?: EnvoyComponent;
+  private status?: ReturnType<typeof createStatusServer>;
+  private sts?: Component & { port(): number };
+  /** Started components, in start order. */
+  private readonly running: Running[] = [];
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly clock: Clock;
@@ -82,6 +130,8 @@ export class Agent {
   private endStartPath!: () => void;
   private exitCode = 0;
   private finishing = false;
+  /** Aborted by the caller's signal, or by a failure Istio answers with SIGTERM: a graceful stop. */
+  private readonly shutdown = new AbortController();
   /** A signal or /quitquitquit asked the agent to stop (Istio's context cancelled). */
   private terminating = false;
 
@@ -95,7 +145,7 @@ export class Agent {
     this.drain = new DrainTrigger({ clock: this.clock });
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
-    this.readiness = new Readiness(() => this.clock.now());
+    this.readiness = new Readiness(() => this.clock.now(), deps.sink.logger("readiness"));
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
@@ -103,14 +153,38 @@ export class Agent {
       .then(() => addProcessMetrics(this.registry)).catch((e: Error) => this.log.warn(`process metrics unavailable: ${e.message}`));
   }
 
-  /** Build and start every component; resolves once all are serving and Envoy is spawned. */
-  async start(signal: AbortSignal): Promise<void> {
+  /**
+   * Build and start every component; resolves once all are serving and Envoy is spawned, with what
+   * was bound. Rejects with a ComponentError naming the component that could not be built or
+   * started (the others are being stopped and `done` resolves with START_FAILURE_EXIT_CODE).
+   */
+  async start(signal: AbortSignal): Promise<Bound> {
+    if (signal.aborted) this.shutdown.abort();
+    else signal.addEventListener("abort", () => this.shutdown.abort(), { once: true });
     try {
-      await this.startPath(signal);
+      await this.startPath(this.shutdown.signal);
     } finally {
       this.endStartPath();
     }
     this.startMemoryLimit();
+    watchFailures([...this.running.map((r) => r.component), ...(this.envoy ? [this.envoy] : [])], afterStartFailure, {
+      log: this.log,
+      terminate: () => this.shutdown.abort(),
+      stopping: () => this.shutdown.signal.aborted || this.finishing,
+    });
+    return this.bound();
+  }
+
+  /** Read once, at the end of start: the addresses of the components that are running. */
+  private bound(): Bound {
+    const up = (c: Component | undefined) => c !== undefined && this.running.some((r) => r.component === c);
+    return Object.freeze({
+      ...(up(this.status) ? { status: Object.freeze(this.status!.address()) } : {}),
+      ...(up(this.sts) ? { sts: Object.freeze({ port: this.sts!.port() }) } : {}),
+      ...(up(this.xds) ? { xdsSocket: this.xds!.socketPath } : {}),
+      ...(up(this.secrets) && this.secrets!.mode ? { sdsSocket: this.secrets!.mode.socketPath } : {}),
+      dns: Object.freeze(up(this.dns) ? this.dns!.addresses().map((a) => Object.freeze({ ...a })) : []),
+    });
   }
 
   /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
@@ -143,7 +217,6 @@ export class Agent {
     const sink = this.deps.sink;
     const common = { registry: this.registry, readiness: this.readiness };
     const envoyEnabled = !env.DISABLE_ENVOY;
-    const stop = this.drain.signal;
 
     const lifecycle: LifecycleControl = {
       quit: () => {
@@ -170,11 +243,12 @@ export class Agent {
       const afterStart = this.afterStart;
       if (dnsProxyEnabled(cfg)) {
         const { createDnsProxy } = await import("./dns/factory.ts");
-        this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
+        const listen = this.deps.listen?.dns;
+        this.dns = building("dns", () => createDnsProxy(cfg, { log: sink.logger("dns"), ...common, ...(listen ? { listen } : {}) }));
       }
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
       const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
+      this.secrets = building("sds", () => createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) }));
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
@@ -187,43 +261,49 @@ export class Agent {
       sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
+      const statusListen = this.deps.listen?.status;
       const status =
         statusPort > 0
-          ? createStatusServer(cfg, {
-              log: sink.logger("status"),
-              ...common,
-              lifecycle,
-              ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
-              health: xds,
-              envoyEnabled,
-              shutdown: signal,
-              now: () => this.clock.now(),
-            })
+          ? building("status", () =>
+              createStatusServer(cfg, {
+                log: sink.logger("status"),
+                ...common,
+                lifecycle,
+                ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
+                health: xds,
+                envoyEnabled,
+                shutdown: signal,
+                now: () => this.clock.now(),
+                ...(statusListen ? { listen: statusListen } : {}),
+              }),
+            )
           : undefined;
+      this.status = status;
       if (!status) this.log.info("status server disabled (statusPort 0)");
       // --stsPort: the token exchange service for Envoy's Google gRPC services (its code loads only then).
-      const sts = cfg.flags.stsPort > 0 ? (await import("./sts/index.ts")).createStsServer(cfg, { sink, platform: () => platformWait, now: () => Date.now() }) : undefined;
+      const stsModule = cfg.flags.stsPort > 0 ? await import("./sts/index.ts") : undefined;
+      const sts = stsModule ? building("sts", () => stsModule.createStsServer(cfg, { sink, platform: () => platformWait, now: () => Date.now() })) : undefined;
+      this.sts = sts;
       step("build");
 
       // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy. They are
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
+      const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.component, xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {
             if (!c || signal.aborted) continue;
-            await c.start(stop);
-            this.components.push(c);
+            await this.startComponent(c);
           }
         }),
       );
       const order = chains.flat();
-      this.components.sort((a, b) => order.indexOf(a) - order.indexOf(b));
+      this.running.sort((a, b) => order.indexOf(a.component) - order.indexOf(b.component));
       const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
       if (failed) throw failed.reason;
-      step(`listening (${this.components.map((c) => c.name).join(",")})`);
+      step(`listening (${this.running.map((r) => r.component.name).join(",")})`);
 
       const sdsMode = this.secrets.mode;
       const credentialSocketExists = await detectCredentialSocket(cfg.root);
@@ -234,8 +314,8 @@ export class Agent {
       // Both bootstrap files are written before Envoy is spawned, as Istio does (a gRPC bootstrap
       // error is reported first).
       // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
-      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? writeGrpcBootstrap(cfg, ctx) : undefined;
-      const envoyWrite = envoyEnabled && !signal.aborted ? writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson }) : undefined;
+      const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? named("grpc bootstrap", writeGrpcBootstrap(cfg, ctx)) : undefined;
+      const envoyWrite = envoyEnabled && !signal.aborted ? named("envoy bootstrap", writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson })) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
       if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
       else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
@@ -244,7 +324,7 @@ export class Agent {
         const bootstrap = await envoyWrite;
         for (const p of bootstrap.problems) this.log.warn(p);
         step("bootstraps");
-        this.envoy = createEnvoySupervisor(cfg, {
+        this.envoy = building("envoy", () => createEnvoySupervisor(cfg, {
           log: sink.logger("envoy"),
           readiness: this.readiness,
           clock: this.clock,
@@ -252,9 +332,9 @@ export class Agent {
           certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
-        });
+        }));
         this.log.info("Starting proxy agent");
-        await this.envoy.start(signal);
+        await named("envoy", this.envoy.start(signal));
         step("envoy");
         // Istio's "Envoy exited normally/with error" lines come from the supervisor.
         void this.envoy.exited.then((code) => this.finish(code));
@@ -263,15 +343,41 @@ export class Agent {
       }
     } catch (e) {
       // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
-      this.log.error(`agent failed to start: ${errorMessage(e)}`);
+      const err = e instanceof ComponentError ? e : new ComponentError("agent", e);
+      this.log.error(`agent failed to start: ${err.message}`, { component: err.component });
       this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
       this.finish(START_FAILURE_EXIT_CODE);
-      return;
+      throw err;
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
-    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.components.map((c) => c.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.running.map((r) => r.component.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+  }
+
+  /** Start one component with its own stop signal; a failure names it. */
+  private async startComponent(c: Component): Promise<void> {
+    const stop = new AbortController();
+    this.log.debug(`${c.name}: starting`);
+    try {
+      await c.start(stop.signal);
+    } catch (e) {
+      stop.abort();
+      throw new ComponentError(c.name, e);
+    }
+    this.running.push({ component: c, stop });
+    this.log.debug(`${c.name}: started`);
+  }
+
+  /** Stop the running components in the reverse of their start order, each awaited; `onStopped` hears each. */
+  private async stopComponents(onStopped: (c: Component) => void): Promise<void> {
+    for (const { component: c, stop } of [...this.running].reverse()) {
+      this.log.debug(`${c.name}: stopping`);
+      stop.abort();
+      await (c.stopped?.() ?? Promise.resolve()).catch((e: unknown) => this.log.warn(`${c.name}: stopping failed: ${errorMessage(e)}`));
+      this.log.debug(`${c.name}: stopped`);
+      onStopped(c);
+    }
   }
 
   /** The platform's node facts (PLATFORM_METADATA, locality, instance labels); Unknown on any failure. */
@@ -295,6 +401,7 @@ export class Agent {
     this.log.warn("forced stop");
     void this.envoy?.shutdown({ immediate: true });
     this.finish(this.exitCode);
+    for (const r of this.running) r.stop.abort();
     this.clock.timer(1000, () => this.resolveDone(this.exitCode));
   }
 
@@ -303,7 +410,9 @@ export class Agent {
     if (this.finishing) return;
     this.finishing = true;
     if (code !== 0) this.exitCode = code;
-    for (const c of this.components) this.drain.track(c.name, c.stopped?.() ?? Promise.resolve());
+    // Each running component holds the drain until it has stopped; they stop one after another.
+    const watchers = new Map(this.running.map((r) => [r.component, this.drain.watch(r.component.name)]));
+    void this.stopComponents((c) => watchers.get(c)?.release());
     void this.drain.start().then((outcome) => {
       if (!outcome.complete) this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
       this.log.info("Agent stopped");

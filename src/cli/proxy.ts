@@ -18,6 +18,7 @@ import { parseDownwardApi } from "../config/downward.ts";
 import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
+import { ComponentError } from "../lib/component.ts";
 import type { InterfaceTable } from "../config/node.ts";
 import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
@@ -155,7 +156,10 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   // Nothing else may hold the event loop open (DISABLE_ENVOY, no servers): stay up until done.
   const keepAlive = setInterval(() => {}, 1 << 30);
   try {
-    await agent.start(stop.signal);
+    // A start failure has been logged, naming the component; `done` then carries the exit code.
+    await agent.start(stop.signal).catch((e: unknown) => {
+      if (!(e instanceof ComponentError)) throw e;
+    });
     return await agent.done;
   } finally {
     clearInterval(keepAlive);

@@ -4,6 +4,8 @@
 // The iptables command declares its own flag-bound variables in src/iptables/.
 
 import { declare as d } from "./envdecl.ts";
+// Durations that become timers are capped at MAX_TIMER_MS: a longer one would fire at once.
+import { MAX_TIMER_MS } from "../lib/clock.ts";
 
 export const PROXY_ENV = {
   // Pod identity
@@ -40,7 +42,7 @@ export const PROXY_ENV = {
   ENVOY_PROMETHEUS_PORT: d("ENVOY_PROMETHEUS_PORT", "int", 15090, "envoy", "Envoy Prometheus listener port", { range: { min: 0, max: 65535 } }),
   ENVOY_SECURE_METRICS_PORT: d("ENVOY_SECURE_METRICS_PORT", "int", 0, "envoy", "mTLS Envoy-only metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
   ENVOY_SECURE_MERGED_METRICS_PORT: d("ENVOY_SECURE_MERGED_METRICS_PORT", "int", 0, "envoy", "mTLS merged metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
-  MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections", { range: { min: 0 } }),
+  MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections", { range: { min: 0, max: MAX_TIMER_MS } }),
   EXIT_ON_ZERO_ACTIVE_CONNECTIONS: d("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "bool", false, "envoy", "On shutdown, exit once Envoy has no active downstream connections"),
   TERMINATION_GRACE_PERIOD_SECONDS: d("TERMINATION_GRACE_PERIOD_SECONDS", "int", 0, "envoy", "Beyond Istio: the pod's terminationGracePeriodSeconds (0 = unknown); the logged drain plan warns when it cannot fit", { range: { min: 0 } }),
   PEER_METADATA_DISCOVERY: d("PEER_METADATA_DISCOVERY", "optbool", undefined, "envoy", "Metadata discovery; unset follows ISTIO_META_ENABLE_HBONE"),
@@ -55,8 +57,8 @@ export const PROXY_ENV = {
   ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL: d("ENVOY_STATUS_PORT_ENABLE_PROXY_PROTOCOL", "bool", false, "envoy", "PROXY protocol on the Envoy health listener"),
   METRICS_LOCALHOST_ACCESS_ONLY: d("METRICS_LOCALHOST_ACCESS_ONLY", "bool", false, "envoy", "Metrics endpoints answer loopback clients only"),
   ENVOY_RESTART_POLICY: d("ENVOY_RESTART_POLICY", "string", "never", "envoy", "never (Istio's behaviour): when Envoy exits the agent logs it and exits 0; opt-in on-failure restarts a crashed Envoy with backoff"),
-  ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time", { range: { min: 1 } }),
-  ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap", { range: { min: 1 } }),
+  ENVOY_RESTART_BACKOFF_BASE: d("ENVOY_RESTART_BACKOFF_BASE", "duration", 200, "envoy", "Beyond Istio: first restart delay, doubled each time", { range: { min: 1, max: MAX_TIMER_MS } }),
+  ENVOY_RESTART_BACKOFF_MAX: d("ENVOY_RESTART_BACKOFF_MAX", "duration", 30_000, "envoy", "Beyond Istio: restart delay cap", { range: { min: 1, max: MAX_TIMER_MS } }),
   ENVOY_RESTART_BUDGET: d("ENVOY_RESTART_BUDGET", "int", 10, "envoy", "Beyond Istio: restarts allowed within ENVOY_RESTART_WINDOW before the agent gives up", { range: { min: 0 } }),
   ENVOY_RESTART_WINDOW: d("ENVOY_RESTART_WINDOW", "duration", 600_000, "envoy", "Beyond Istio: window for ENVOY_RESTART_BUDGET", { range: { min: 1 } }),
   ENVOY_HOT_RESTART: d("ENVOY_HOT_RESTART", "bool", false, "envoy", "Beyond Istio: hot-restart Envoy (new epoch) when its config or mounted certificates change"),
@@ -75,7 +77,7 @@ export const PROXY_ENV = {
   SECRET_TTL: d("SECRET_TTL", "duration", 24 * 3_600_000, "security", "Requested workload certificate lifetime", { range: { min: 1000 } }),
   SECRET_GRACE_PERIOD_RATIO: d("SECRET_GRACE_PERIOD_RATIO", "float", 0.5, "security", "Rotate when this fraction of the lifetime remains", { range: { min: 0, max: 1 } }),
   SECRET_GRACE_PERIOD_RATIO_JITTER: d("SECRET_GRACE_PERIOD_RATIO_JITTER", "float", 0.01, "security", "Random jitter added to the grace ratio", { range: { min: 0, max: 1 } }),
-  FILE_DEBOUNCE_DURATION: d("FILE_DEBOUNCE_DURATION", "duration", 100, "security", "Debounce for certificate file changes", { range: { min: 0 } }),
+  FILE_DEBOUNCE_DURATION: d("FILE_DEBOUNCE_DURATION", "duration", 100, "security", "Debounce for certificate file changes", { range: { min: 0, max: MAX_TIMER_MS } }),
   WORKLOAD_RSA_KEY_SIZE: d("WORKLOAD_RSA_KEY_SIZE", "int", 2048, "security", "RSA key size (at least 2048)", { range: { max: 8192 } }),
   PKCS8_KEY: d("PKCS8_KEY", "bool", false, "security", "Write keys as PKCS#8"),
   ECC_SIGNATURE_ALGORITHM: d("ECC_SIGNATURE_ALGORITHM", "string", "", "security", "ECDSA for EC keys instead of RSA"),
@@ -92,14 +94,14 @@ export const PROXY_ENV = {
   // xDS
   PROXY_CONFIG_XDS_AGENT: d("PROXY_CONFIG_XDS_AGENT", "bool", false, "xds", "Subscribe to ProxyConfig (PCDS) for trust bundles"),
   GRPC_XDS_BOOTSTRAP: d("GRPC_XDS_BOOTSTRAP", "string", "./etc/istio/proxy/grpc-bootstrap.json", "xds", "Where the proxyless gRPC bootstrap is written"),
-  GRPC_KEEPALIVE_INTERVAL: d("GRPC_KEEPALIVE_INTERVAL", "duration", 30_000, "xds", "Keepalive ping interval to istiod", { range: { min: 0 } }),
-  GRPC_KEEPALIVE_TIMEOUT: d("GRPC_KEEPALIVE_TIMEOUT", "duration", 10_000, "xds", "Keepalive ping timeout", { range: { min: 1 } }),
+  GRPC_KEEPALIVE_INTERVAL: d("GRPC_KEEPALIVE_INTERVAL", "duration", 30_000, "xds", "Keepalive ping interval to istiod", { range: { min: 0, max: MAX_TIMER_MS } }),
+  GRPC_KEEPALIVE_TIMEOUT: d("GRPC_KEEPALIVE_TIMEOUT", "duration", 10_000, "xds", "Keepalive ping timeout", { range: { min: 1, max: MAX_TIMER_MS } }),
   ISTIO_GPRC_MAXSTREAMS: d("ISTIO_GPRC_MAXSTREAMS", "int", 100000, "xds", "Max concurrent streams on the agent's gRPC servers", { range: { min: 1, max: 2147483647 } }),
   ISTIO_GPRC_MAXRECVMSGSIZE: d("ISTIO_GPRC_MAXRECVMSGSIZE", "int", 4194304, "xds", "Max message size received from Envoy", { range: { min: 1, max: 2147483647 } }),
   ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: d("ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION", "bool", true, "xds", "Rewrite remote Wasm ECDS resources to local files"),
   WASM_INSECURE_REGISTRIES: d("WASM_INSECURE_REGISTRIES", "string", "", "wasm", "Registries (host[:port], comma-separated, * = all) whose TLS certificates are not verified for Wasm pulls"),
   WASM_MODULE_EXPIRY: d("WASM_MODULE_EXPIRY", "duration", 86_400_000, "wasm", "Cached Wasm modules untouched this long are removed", { range: { min: 1, max: 31_536_000_000 } }),
-  WASM_PURGE_INTERVAL: d("WASM_PURGE_INTERVAL", "duration", 3_600_000, "wasm", "How often expired Wasm modules are removed", { range: { min: 1000, max: 31_536_000_000 } }),
+  WASM_PURGE_INTERVAL: d("WASM_PURGE_INTERVAL", "duration", 3_600_000, "wasm", "How often expired Wasm modules are removed", { range: { min: 1000, max: MAX_TIMER_MS } }),
   WASM_HTTP_REQUEST_TIMEOUT: d("WASM_HTTP_REQUEST_TIMEOUT", "duration", 15_000, "wasm", "Timeout of one HTTP(S) request for a Wasm module", { range: { min: 1, max: 86_400_000 } }),
   WASM_HTTP_REQUEST_MAX_RETRIES: d("WASM_HTTP_REQUEST_MAX_RETRIES", "int", 5, "wasm", "Attempts at an HTTP(S) Wasm download before giving up", { range: { min: 1, max: 100 } }),
   BLOCKED_CIDRS_IN_WASM_FETCH: d("BLOCKED_CIDRS_IN_WASM_FETCH", "string", "", "wasm", "CIDRs (comma-separated) Wasm modules may not be fetched from, checked after resolution and on redirects; link-local and cloud metadata addresses always are"),
@@ -111,7 +113,7 @@ export const PROXY_ENV = {
   ISTIO_META_ENABLE_DNS_SERVER: d("ISTIO_META_ENABLE_DNS_SERVER", "bool", false, "dns", "Enable the DNS proxy (any proxy type)"),
   DNS_PROXY_ADDR: d("DNS_PROXY_ADDR", "string", "localhost:15053", "dns", "DNS proxy listen address (UDP and TCP)"),
   DNS_FORWARD_PARALLEL: d("DNS_FORWARD_PARALLEL", "bool", false, "dns", "Query all upstream resolvers at once"),
-  DNS_FORWARD_TIMEOUT: d("DNS_FORWARD_TIMEOUT", "duration", 5000, "dns", "Upstream DNS timeout", { range: { min: 1 } }),
+  DNS_FORWARD_TIMEOUT: d("DNS_FORWARD_TIMEOUT", "duration", 5000, "dns", "Upstream DNS timeout", { range: { min: 1, max: MAX_TIMER_MS } }),
 
   // Status / probes / metrics
   ISTIO_KUBE_APP_PROBERS: d("ISTIO_KUBE_APP_PROBERS", "string", "", "status", "Rewritten application probes (JSON), served under /app-health/"),

@@ -51,13 +51,33 @@ export function camelCase(key: string): string {
   return key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
-function normalise(value: unknown, keyIsMap = false): unknown {
-  if (Array.isArray(value)) return value.map((v) => normalise(v));
+/**
+ * How deep a layer may nest. ProxyConfig's deepest field is a few levels down; YAML can nest
+ * without end (an alias inside its own anchor is a cycle), which would exhaust the stack.
+ */
+export const MAX_LAYER_DEPTH = 64;
+
+function checkDepth(value: unknown, origin: string, depth: number): void {
+  if (value && typeof value === "object" && depth >= MAX_LAYER_DEPTH) {
+    throw new ConfigError(`${origin}: nested deeper than ${MAX_LAYER_DEPTH} levels (or an alias refers to itself)`);
+  }
+}
+
+/** A map field's value: kept as written, only its depth checked. */
+function verbatim(value: unknown, origin: string, depth: number): unknown {
+  checkDepth(value, origin, depth);
+  if (value && typeof value === "object") for (const v of Object.values(value)) verbatim(v, origin, depth + 1);
+  return value;
+}
+
+function normalise(value: unknown, origin: string, keyIsMap = false, depth = 0): unknown {
+  checkDepth(value, origin, depth);
+  if (Array.isArray(value)) return value.map((v) => normalise(v, origin, false, depth + 1));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
       const key = keyIsMap ? k : camelCase(k);
-      out[key] = keyIsMap ? v : normalise(v, MAP_FIELDS.has(key));
+      out[key] = keyIsMap ? verbatim(v, origin, depth + 1) : normalise(v, origin, MAP_FIELDS.has(key), depth + 1);
     }
     return out;
   }
@@ -85,7 +105,7 @@ export function parseLayer(input: LayerInput): Record<string, unknown> | undefin
     if (typeof dc !== "object" || Array.isArray(dc)) throw new ConfigError(`${input.origin}: defaultConfig must be a mapping`);
     fragment = dc as Record<string, unknown>;
   }
-  return normalise(fragment) as Record<string, unknown>;
+  return normalise(fragment, input.origin) as Record<string, unknown>;
 }
 
 /** Apply the layers in order over Istio's defaults. */

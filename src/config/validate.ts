@@ -51,6 +51,7 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
     const ms = toDuration(v);
     if (ms instanceof DurationError) err(f, `${JSON.stringify(v)} is not a duration (want e.g. "45s" or "1m30s")`);
     else if (ms < 0) err(f, `${JSON.stringify(v)} is negative`);
+    else if (!(ms <= MAX_PROTO_DURATION_MS)) err(f, `${JSON.stringify(v)} is out of range (at most ${MAX_PROTO_DURATION_MS / 1000}s)`);
     else config[f] = formatProtoDuration(ms);
   }
 
@@ -112,6 +113,9 @@ function toInt(v: unknown): number | undefined {
   return undefined;
 }
 
+/** google.protobuf.Duration's range: ±10,000 years (315,576,000,000 s). */
+const MAX_PROTO_DURATION_MS = 315_576_000_000_000;
+
 function toDuration(v: unknown): number | DurationError {
   if (typeof v === "number") return v * 1000; // a bare number in YAML: seconds
   if (typeof v !== "string") return new DurationError("not a string");
@@ -142,6 +146,6 @@ function validatePrivateKeyProvider(pkp: Record<string, unknown>, report: (msg: 
   const conf = pkp[kind] as { pollDelay?: unknown };
   if (conf.pollDelay === undefined) return report("pollDelay is required");
   const d = toDuration(conf.pollDelay);
-  if (d instanceof DurationError) return report(`pollDelay ${JSON.stringify(conf.pollDelay)} is not a duration`);
+  if (d instanceof DurationError || !(Math.abs(d) <= MAX_PROTO_DURATION_MS)) return report(`pollDelay ${JSON.stringify(conf.pollDelay)} is not a duration`);
   if (d === 0) report("pollDelay must be non zero");
 }

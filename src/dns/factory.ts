@@ -12,7 +12,7 @@ import { proxyDomain } from "./althosts.ts";
 import { DnsError } from "./errors.ts";
 import type { UpstreamTransport } from "./forwarder.ts";
 import { DnsProxy } from "./proxy.ts";
-import { ALTERNATE_RESOLV_CONF, bindAddresses, parseResolvConf, planDns, upstreamServers } from "./resolvconf.ts";
+import { ALTERNATE_RESOLV_CONF, bindAddresses, parseResolvConf, planDns, upstreamServers, type HostPort } from "./resolvconf.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
@@ -28,6 +28,8 @@ export interface DnsProxyDeps {
   /** Port of the upstream nameservers (53; tests point it at their own resolver). */
   upstreamPort?: number;
   transport?: UpstreamTransport;
+  /** Tests only: bind these instead of the DNS_PROXY_ADDR addresses (port 0: a free port). */
+  listen?: HostPort[];
 }
 
 export function createDnsProxy(cfg: AgentConfig, deps: DnsProxyDeps): DnsProxy {
@@ -50,7 +52,7 @@ export function createDnsProxy(cfg: AgentConfig, deps: DnsProxyDeps): DnsProxy {
   if (ignored.length) log.warn(`${plan.resolvConfPath}: nameserver entries that are not IP addresses are ignored`, { entries: ignored });
   if (upstreams.length === 0) log.warn(`${plan.resolvConfPath} lists no nameserver: names outside the mesh will get SERVFAIL`, ids({ path: plan.resolvConfPath }));
   return new DnsProxy({
-    listen: bindAddresses(plan.addr, rc.servers),
+    listen: deps.listen ?? bindAddresses(plan.addr, rc.servers),
     upstreams,
     search: rc.search,
     proxyDomain: proxyDomain(cfg.node.podNamespace, cfg.node.domain),

@@ -6,7 +6,7 @@ import type { Component } from "../lib/component.ts";
 import type { NameTableSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { buildAlternateHosts, type ProxyDomain } from "./althosts.ts";
 import { Forwarder, type UpstreamTransport } from "./forwarder.ts";
 import { DnsHandler } from "./handler.ts";
@@ -18,7 +18,6 @@ import type { HostPort } from "./resolvconf.ts";
 import { listen, type BoundAddress, type DnsListeners } from "./server.ts";
 import { SocketTransport } from "./transport.ts";
 
-export const DNS_READINESS_BLOCKER = "dns table received";
 /** Istio's readiness message while the table is missing. */
 export const DNS_NOT_READY_MESSAGE = "istio DNS capture is turned ON and DNS lookup table is not ready yet";
 
@@ -71,7 +70,7 @@ export class DnsProxy implements Component, NameTableSink {
       now: opts.now,
       random: opts.random,
     });
-    this.blocker = opts.readiness?.block(DNS_READINESS_BLOCKER);
+    this.blocker = opts.readiness?.block(READINESS.dnsTable);
     this.blocker?.fail(DNS_NOT_READY_MESSAGE);
   }
 

@@ -4,11 +4,11 @@
 // change. The lifecycle is the state machine in state.ts; every transition is logged here.
 
 import { rmSync } from "node:fs";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import { systemClock, type Clock } from "../lib/clock.ts";
 import type { LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { argsForLog, envoyArgs, type EnvoyArgsOptions } from "./args.ts";
 import { describeDrainPlan, drainPlanWarning, type DrainPlan } from "./drainplan.ts";
@@ -66,6 +66,9 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   readonly name = "envoy";
   /** The agent's exit code, once Envoy and everything the supervisor started has ended. */
   readonly exited: Promise<number>;
+  private readonly failure = new FailureReport();
+  /** Envoy ended on its own (not asked to stop, not restarted): the agent's end, as Istio's. */
+  readonly failed = this.failure.failed;
 
   private stateNow: SupervisorState = "idle";
   private readonly alive = new Map<number, Epoch>();
@@ -234,7 +237,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   private markTerminating(): void {
-    this.terminating ??= this.opts.readiness.block("terminating");
+    this.terminating ??= this.opts.readiness.block(READINESS.terminating);
   }
 
   // ---- processes -----------------------------------------------------------------------------
@@ -307,6 +310,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const never = this.opts.restart.mode === "never";
     if (stopping || !isLive(this.stateNow) || this.stateNow === "drained" || !failed) {
       if (!stopping) this.logExitAsIstio(decisive);
+      if (!stopping && this.stateNow !== "drained") this.failure.report(new EnvoyError(`Envoy exited on its own (${describeExit(decisive)})`, "exit"));
       this.exitCode = stopping || never ? 0 : exitCodeOf(decisive);
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
@@ -322,6 +326,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
         this.log.error(`not restarting Envoy: ${decision.reason}`);
         this.exitCode = exitCodeOf(decisive);
       }
+      this.failure.report(new EnvoyError(`Envoy exited on its own (${describeExit(decisive)})`, "exit"));
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
     }
@@ -340,7 +345,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   private scheduleRestart(delayMs: number, attempt: number): void {
-    this.restartBlocker ??= this.opts.readiness.block("envoy restarting");
+    this.restartBlocker ??= this.opts.readiness.block(READINESS.envoyRestarting);
     this.restartBlocker.reblock();
     this.log.info(`restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`);
     const ac = new AbortController();

@@ -17,6 +17,9 @@ const UNIT_MS: Record<string, number> = {
 };
 
 /** Parse a Go duration string (`45s`, `1m0s`, `1h2m3.5s`, `-5s`, `0`) into milliseconds. */
+/** Go's longest time.Duration (math.MaxInt64 nanoseconds), in milliseconds. */
+export const MAX_GO_DURATION_MS = 9_223_372_036_854.775807;
+
 export function parseGoDuration(input: string): number {
   const s = input.trim();
   if (s === "") throw new DurationError(`invalid duration ""`);
@@ -42,6 +45,8 @@ export function parseGoDuration(input: string): number {
     i += unit[0].length;
     total += Number(`${num[1] || "0"}.${num[2] || "0"}`) * factor;
   }
+  // As Go: a duration is an int64 of nanoseconds (at most 2562047h47m16.854775807s).
+  if (total > MAX_GO_DURATION_MS) throw new DurationError(`invalid duration "${input}"`);
   return sign * total;
 }
 

@@ -5,9 +5,44 @@
 //     our opt-in features, e.g. `envoy restarting` under ENVOY_RESTART_POLICY=on-failure);
 //   - warnings (`xds connected`, `certificate warmed`, `certificate renewal`) never gate: Istio does
 //     not check them, so they only explain more in the not-ready body.
-// A not-ready answer names every pending blocker and its last error, then the warnings.
+// A not-ready answer names every pending blocker and its last error, then the warnings. When a
+// condition clears, one line says how long it was pending and how many blockers remain (ztunnel's
+// BlockReady), so the log tells the story of a slow start.
 
 import { systemClock } from "./clock.ts";
+import type { Logger } from "./log.ts";
+
+/**
+ * Every name a readiness condition or check goes by, in one place: these are the words of the
+ * not-ready body and of the log, so operators' alerts and runbooks may match on them.
+ */
+export const READINESS = {
+  /** Blocker (DNS proxy on): the first NDS name table has not arrived. */
+  dnsTable: "dns table received",
+  /** Blocker (local mode): the local xDS file has not loaded. */
+  localXdsLoaded: "local xDS file loaded",
+  /** Blocker: a signal or /quitquitquit asked the agent to stop. */
+  terminating: "terminating",
+  /** Blocker (ENVOY_RESTART_POLICY=on-failure): Envoy exited and is being restarted. */
+  envoyRestarting: "envoy restarting",
+  /** Warning: no upstream xDS stream yet. */
+  xdsConnected: "xds connected",
+  /** Warning: the first workload certificate and root are not yet in the cache. */
+  certificateWarmed: "certificate warmed",
+  /** Warning: a workload certificate renewal is overdue. */
+  certificateRenewal: "certificate renewal",
+  /** Check of the status server: Envoy's own readiness (admin API stats and server state). */
+  envoy: "envoy",
+  /** Check of the status server: the gRPC xDS bootstrap file (GRPC_XDS_BOOTSTRAP). */
+  grpcBootstrap: "grpc bootstrap",
+} as const;
+
+export type ReadinessName = (typeof READINESS)[keyof typeof READINESS];
+
+/** `1.3s`: how a pending time is written in the not-ready body and the log. */
+export function formatSeconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)}s`;
+}
 
 export interface BlockerState {
   name: string;
@@ -19,9 +54,12 @@ export interface BlockerState {
 
 export class Readiness {
   private readonly pending = new Map<string, BlockerState>();
-  private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly now: () => number = systemClock.now) {}
+  /** `log` hears each condition clearing; `now` dates conditions (tests inject). */
+  constructor(
+    private readonly now: () => number = systemClock.now,
+    private readonly log?: Logger,
+  ) {}
 
   /** Register (or re-register) a blocker; returns a handle to clear it or report errors. */
   block(name: string): Blocker {
@@ -35,7 +73,6 @@ export class Readiness {
 
   private register(name: string, gates: boolean): Blocker {
     if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now(), gates });
-    this.changed();
     return {
       clear: () => this.clear(name),
       fail: (err: string) => {
@@ -43,16 +80,18 @@ export class Readiness {
         if (s) s.lastError = err;
       },
       reblock: () => {
-        if (!this.pending.has(name)) {
-          this.pending.set(name, { name, since: this.now(), gates });
-          this.changed();
-        }
+        if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now(), gates });
       },
     };
   }
 
+  /** Clear a pending condition: one log line with how long it was pending and how many blockers remain. */
   clear(name: string): void {
-    if (this.pending.delete(name)) this.changed();
+    const s = this.pending.get(name);
+    if (!s) return;
+    this.pending.delete(name);
+    const left = this.blockers().length;
+    this.log?.info(`${s.gates ? "" : "warning "}"${name}" cleared after ${formatSeconds(this.now() - s.since)}, ${left} ${left === 1 ? "blocker" : "blockers"} still pending`, { condition: name, pending: left });
   }
 
   isReady(): boolean {
@@ -70,20 +109,14 @@ export class Readiness {
     return [...this.pending.values()].filter((s) => !s.gates);
   }
 
+  /** Why a condition is pending: its last error, or `pending for 3.2s`. */
+  explain(s: BlockerState): string {
+    return s.lastError ?? `pending for ${formatSeconds(this.now() - s.since)}`;
+  }
+
   /** One line per pending condition: `name: last error` or `name: pending for 3.2s`; warnings say so. */
   describe(): string {
-    return [...this.blockers(), ...this.warnings()]
-      .map((b) => `${b.gates ? "" : "warning: "}${b.name}: ${b.lastError ?? `pending for ${((this.now() - b.since) / 1000).toFixed(1)}s`}`)
-      .join("\n");
-  }
-
-  onChange(fn: () => void): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
-  }
-
-  private changed(): void {
-    for (const fn of this.listeners) fn();
+    return [...this.blockers(), ...this.warnings()].map((b) => `${b.gates ? "" : "warning: "}${b.name}: ${this.explain(b)}`).join("\n");
   }
 }
 

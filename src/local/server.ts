@@ -14,10 +14,10 @@ import type * as grpc from "@grpc/grpc-js";
 import { chmod, mkdir, rm } from "node:fs/promises";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname, resolve } from "node:path";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
 import { counter, type Registry } from "../lib/metrics.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { adsCodec, type AdsCodec } from "./codec.ts";
 import { DeltaStream, type DeltaEvent } from "./delta.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -30,7 +30,6 @@ import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
 
 export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService";
-export const LOADED_BLOCKER = "local xDS file loaded";
 
 export interface LocalXdsServerOptions {
   /** The xDS file (LOCAL_XDS_PATH); relative paths resolve against `cwd`. */
@@ -102,6 +101,9 @@ interface LiveStream {
 
 export class LocalXdsServer implements Component {
   readonly name = "localxds";
+  private readonly failure = new FailureReport();
+  /** The listener died after start. */
+  readonly failed = this.failure.failed;
   private codec?: AdsCodec;
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
@@ -126,7 +128,7 @@ export class LocalXdsServer implements Component {
   constructor(private readonly opts: LocalXdsServerOptions) {
     this.log = opts.log;
     this.cwd = opts.cwd ?? process.cwd();
-    this.blocker = opts.readiness?.block(LOADED_BLOCKER);
+    this.blocker = opts.readiness?.block(READINESS.localXdsLoaded);
     const reg = opts.registry;
     this.metrics = reg
       ? {
@@ -181,7 +183,7 @@ export class LocalXdsServer implements Component {
       if (this.socketPath) net.listen(this.socketPath, () => res());
       else net.listen(hp!.port, hp!.host, () => res());
     });
-    net.on("error", (e) => this.log.error(`local xDS: socket ${target}: ${e.message}`));
+    net.on("error", (e) => this.failure.report(new LocalXdsError(`local xDS: socket ${target}: ${e.message}`, this.opts.path, undefined, { cause: e })));
     this.net = net;
     if (this.socketPath) await chmod(this.socketPath, 0o600);
     const port = (net.address() as { port?: number } | null)?.port ?? 0;

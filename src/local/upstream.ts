@@ -16,31 +16,18 @@ export interface LocalSide {
   upstream: Upstream;
   /** How the upstream is named in logs. */
   describe: string;
-  /** The local server as a component that keeps serving until `relay` has stopped. */
-  componentAfter(relay: Component): Component;
+  /**
+   * The local server as a component. Started before the relay, so the root stops it after the
+   * relay has stopped: the message in flight finishes (nothing half-written) before Envoy's stream ends.
+   */
+  component: Component;
 }
 
 export function createLocalSide(cfg: AgentConfig, deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown> }): LocalSide | undefined {
   const server = createLocalXds(cfg, { log: deps.log, registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0", ...(deps.afterStart ? { initAfter: deps.afterStart } : {}) });
   if (!server) return undefined;
   const upstream = new LocalUpstream(cfg, server);
-  return { upstream, describe: upstream.describe, componentAfter: (relay) => stopsAfter(server, relay) };
-}
-
-/**
- * At shutdown the local server keeps serving until the relay has stopped, so the relay can let
- * the message in flight finish (nothing half-written) before it ends Envoy's stream.
- */
-function stopsAfter(inner: Component, first: Component): Component {
-  const own = new AbortController();
-  return {
-    name: inner.name,
-    async start(signal) {
-      signal.addEventListener("abort", () => void (first.stopped?.() ?? Promise.resolve()).finally(() => own.abort()), { once: true });
-      await inner.start(own.signal);
-    },
-    stopped: () => inner.stopped?.() ?? Promise.resolve(),
-  };
+  return { upstream, describe: upstream.describe, component: server };
 }
 
 /** Dials the local server once it is listening (its port is known only after start). */

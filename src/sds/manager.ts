@@ -11,13 +11,13 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
 import type { CertificateSigner } from "../ca/signer.ts";
 import { tokenSourceFor, type TokenSource } from "../ca/token.ts";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
 import { clockSleep, systemClock, type Clock } from "../lib/clock.ts";
 import { detectSdsMode, type SdsMode } from "./external.ts";
@@ -29,8 +29,6 @@ import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
 import { SdsServer } from "./server.ts";
 import { errorMessage } from "../lib/errors.ts";
 
-export const WARMED_BLOCKER = "certificate warmed";
-export const RENEWAL_BLOCKER = "certificate renewal";
 
 export interface SecretManagerDeps {
   log: Logger;
@@ -71,6 +69,9 @@ export class SecretManager implements Component, TrustBundleSink {
   private pendingBundle: string[] | undefined;
   private signer: CertificateSigner | undefined;
   private running: Promise<void> = Promise.resolve();
+  private readonly failure = new FailureReport();
+  /** The SDS server's listener died after start. */
+  readonly failed = this.failure.failed;
 
   constructor(
     readonly opts: SecretManagerOptions,
@@ -78,7 +79,7 @@ export class SecretManager implements Component, TrustBundleSink {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
-    this.warmed = deps.readiness.warn(WARMED_BLOCKER);
+    this.warmed = deps.readiness.warn(READINESS.certificateWarmed);
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -101,7 +102,7 @@ export class SecretManager implements Component, TrustBundleSink {
         ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode) } : {}),
         ...(o.crlPath ? { crlPath: o.crlPath } : {}),
       },
-      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, RENEWAL_BLOCKER) },
+      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal) },
     );
     this.cache = cache;
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
@@ -109,6 +110,7 @@ export class SecretManager implements Component, TrustBundleSink {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
       this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
       await this.server.start();
+      void this.server.failed.then((e) => this.failure.report(e));
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
     const server = this.server;

@@ -14,6 +14,7 @@ import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Clock } from "../lib/clock.ts";
+import { FailureReport } from "../lib/component.ts";
 import { SdsError } from "./errors.ts";
 import type { SdsCodec } from "./proto.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
@@ -63,6 +64,9 @@ interface GrpcSide {
 }
 
 export class SdsServer {
+  /** The listener died after start (e.g. accept failing); the component owner decides what follows. */
+  private readonly failure = new FailureReport();
+  readonly failed = this.failure.failed;
   private codecCache: SdsCodec | undefined;
   private readonly streams = new Set<SotwStream | DeltaStream>();
   private net: NetServer | undefined;
@@ -121,7 +125,7 @@ export class SdsServer {
       ns.once("error", (e) => reject(new SdsError(`SDS: cannot listen on ${path}: ${errorMessage(e)}`)));
       ns.listen(path, () => resolve());
     });
-    ns.on("error", (e) => this.deps.log.error(`SDS socket ${path}: ${e.message}`, ids({ path })));
+    ns.on("error", (e) => this.failure.report(new SdsError(`SDS socket ${path}: ${errorMessage(e)}`)));
     chmodSync(path, 0o666);
     this.deps.log.info(`SDS server listening on ${path}`, ids({ path }));
   }

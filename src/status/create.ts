@@ -27,6 +27,8 @@ export interface StatusServerDeps {
   grpcBootstrapCheck?: boolean;
   now?: () => number;
   processStartMs?: number;
+  /** Tests only: bind here instead of `[::]:statusPort` (port 0: a free port; statusPort 0 means off). */
+  listen?: { hostname: string; port: number };
 }
 
 /** Map AgentConfig onto the server's options (pure; exported for tests). */
@@ -47,7 +49,8 @@ export function statusOptionsFrom(cfg: AgentConfig, deps: StatusServerDeps): Sta
     if (config) workloadHealth = { config, reporter: deps.health, localHosts: cfg.node.ips };
   }
   return {
-    port: pc.statusPort ?? 15020,
+    port: deps.listen?.port ?? pc.statusPort ?? 15020,
+    ...(deps.listen ? { hostname: deps.listen.hostname } : {}),
     log: deps.log,
     registry: deps.registry,
     readiness: deps.readiness,

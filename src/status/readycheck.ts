@@ -4,10 +4,9 @@
 // Only Istio's checks gate (Envoy, gRPC bootstrap, DNS table, terminating); warnings such as an
 // overdue certificate renewal are added to a 503 body but never cause one.
 
-import type { Readiness } from "../lib/readiness.ts";
+import { READINESS, type Readiness } from "../lib/readiness.ts";
 import type { EnvoyReadinessProbe } from "./envoyready.ts";
 import type { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
-import { systemClock } from "../lib/clock.ts";
 
 export interface PendingCheck {
   name: string;
@@ -27,11 +26,7 @@ export interface ReadyCheckDeps {
   /** Absent when Envoy is disabled (DISABLE_ENVOY). */
   envoy?: Pick<EnvoyReadinessProbe, "check">;
   grpcBootstrap?: Pick<GrpcBootstrapProbe, "check">;
-  now?: () => number;
 }
-
-export const ENVOY_CHECK = "envoy";
-export const GRPC_BOOTSTRAP_CHECK = "grpc bootstrap";
 
 export class ReadyCheck {
   constructor(private readonly deps: ReadyCheckDeps) {}
@@ -39,14 +34,13 @@ export class ReadyCheck {
   async check(): Promise<ReadyResult> {
     const pending: PendingCheck[] = [];
     const envoyErr = this.deps.envoy ? this.deps.envoy.check() : Promise.resolve(undefined);
-    const now = this.deps.now ?? systemClock.now;
-    const describe = (b: { name: string; since: number; lastError?: string }): PendingCheck => ({ name: b.name, error: b.lastError ?? `pending for ${((now() - b.since) / 1000).toFixed(1)}s` });
-    for (const b of this.deps.readiness?.blockers() ?? []) pending.push(describe(b));
-    const warnings = (this.deps.readiness?.warnings() ?? []).map(describe);
+    const readiness = this.deps.readiness;
+    for (const b of readiness?.blockers() ?? []) pending.push({ name: b.name, error: readiness!.explain(b) });
+    const warnings = (readiness?.warnings() ?? []).map((w) => ({ name: w.name, error: readiness!.explain(w) }));
     const e = await envoyErr;
-    if (e) pending.push({ name: ENVOY_CHECK, error: e });
+    if (e) pending.push({ name: READINESS.envoy, error: e });
     const g = this.deps.grpcBootstrap?.check();
-    if (g) pending.push({ name: GRPC_BOOTSTRAP_CHECK, error: g });
+    if (g) pending.push({ name: READINESS.grpcBootstrap, error: g });
     return { ready: pending.length === 0, pending, warnings };
   }
 }

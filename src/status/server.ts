@@ -104,7 +104,7 @@ export class StatusServer implements Component {
       this.envoyReady = new EnvoyReadinessProbe({ adminHost: opts.envoy.adminHost, adminPort: opts.envoy.adminPort, shutdown: opts.shutdown, get: opts.envoy.get });
     }
     const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
-    this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc, now });
+    this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc });
     // What Istio's NewServer refuses stops the agent at start, naming the variable.
     const probers = parseAppProbers(opts.appProbers ?? "");
     const scrape = parseScrapeConfig(opts.prometheusAnnotations, opts.port);

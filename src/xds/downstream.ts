@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
+import { FailureReport } from "../lib/component.ts";
 import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
@@ -118,6 +119,9 @@ export class DownstreamServer {
   private reflection: Promise<ReflectionIndex> | undefined;
   private readonly net: net.Server;
   private readonly sessions = new Set<H2Session>();
+  private readonly failure = new FailureReport();
+  /** The listener died after start. */
+  readonly failed = this.failure.failed;
 
   constructor(private readonly o: DownstreamServerOptions) {
     this.net = net.createServer((sock) => this.onConnection(sock));
@@ -135,6 +139,8 @@ export class DownstreamServer {
       this.net.once("error", (e) => reject(new XdsError("downstream", `listening on ${p}: ${e.message}`)));
       this.net.listen(p, () => resolve());
     });
+    // After start, a listener error (accept failing) is the component's failure, not a crash.
+    this.net.on("error", (e) => this.failure.report(new XdsError("downstream", `XDS socket ${p}: ${e.message}`)));
     chmodSync(p, 0o666);
   }
 

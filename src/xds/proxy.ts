@@ -4,13 +4,13 @@
 
 import { join, resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
-import type { Component } from "../lib/component.ts";
+import { FailureReport, type Component } from "../lib/component.ts";
 import type { HealthReporter, NameTableSink, TrustBundleSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
 import type { Registry } from "../lib/metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Blocker, Readiness } from "../lib/readiness.ts";
+import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { DownstreamServer, type DownstreamCall, type DownstreamHandlers } from "./downstream.ts";
 import { internalHandlers, type InternalHandler } from "./internal.ts";
 import { lazyXdsCodec, type AgentRequest, type XdsCodec } from "./messages.ts";
@@ -23,7 +23,6 @@ import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { ids } from "../lib/log.ts";
 
-export const READINESS_XDS = "xds connected";
 
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
@@ -61,6 +60,9 @@ export class XdsProxy implements Component, HealthReporter {
   private active: StreamRelay | undefined;
   private lastHealth: AgentRequest | undefined;
   private stoppedPromise: Promise<void> = Promise.resolve();
+  private readonly failure = new FailureReport();
+  /** The XDS socket's listener died after start. */
+  readonly failed = this.failure.failed;
   private readonly logLimit: LogLimiter;
 
   constructor(private readonly o: XdsProxyOptions) {
@@ -71,7 +73,7 @@ export class XdsProxy implements Component, HealthReporter {
     this.internal = internalHandlers({ nameTables: o.nameTables, trustBundles: o.trustBundles });
     if (o.subscribeNds && o.nameTables) this.initialRequests.push({ typeUrl: NAME_TABLE_TYPE });
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
-    this.blocker = o.readiness?.warn(READINESS_XDS);
+    this.blocker = o.readiness?.warn(READINESS.xdsConnected);
     this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
   }
 
@@ -85,6 +87,7 @@ export class XdsProxy implements Component, HealthReporter {
       onCall: (call) => this.onCall(call),
     });
     await this.server.listen();
+    void this.server.failed.then((e) => this.failure.report(e));
     this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`, ids({ path: this.o.socketPath }));
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));

@@ -1,21 +1,10 @@
 // Test inputs for loadAgentConfig: an in-memory file system and a small downward-API parser.
 import type { LoadInputs } from "../../src/config/load.ts";
 import type { ProxyFlags } from "../../src/config/agentconfig.ts";
+import { testFlags } from "../support/config.ts";
 
-export const DEFAULT_FLAGS: ProxyFlags = {
-  domain: "",
-  meshConfig: "./etc/istio/config/mesh",
-  stsPort: 0,
-  tokenManagerPlugin: "",
-  serviceCluster: "istio-proxy",
-  proxyLogLevel: "warning",
-  proxyComponentLogLevel: "",
-  concurrency: 0,
-  templateFile: "",
-  outlierLogPath: "",
-  profiling: true,
-  localXdsPath: "",
-};
+/** The `proxy` command's flag defaults, from the real flag parser (test/support/config.ts). */
+export const DEFAULT_FLAGS: ProxyFlags = testFlags();
 
 function parseDownward(text: string): Record<string, string> {
   const out: Record<string, string> = {};

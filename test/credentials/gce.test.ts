@@ -1,6 +1,7 @@
 // CREDENTIAL_FETCHER_TYPE=GoogleComputeEngine against a fake GCE metadata server on loopback
 // (GCE_METADATA_HOST), with a fake clock for the cache.
 
+import { testConfig } from "../support/config.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -28,7 +29,7 @@ function setup(identity: (aud: string, format: string) => string): { gce: FakeCl
   const gce = fakeGce({ projectId: "p", numericProjectId: "1", zone: "us-central1-a", instanceName: "vm", instanceId: "2", attributes: {}, identity });
   const root = mkdtempSync(join(tmpdir(), "agent-gce-cred-"));
   cleanups.push(() => gce.stop(), () => rmSync(root, { recursive: true, force: true }));
-  const cfg = { root, env: { CREDENTIAL_FETCHER_TYPE: "GoogleComputeEngine", TRUST_DOMAIN: "example.org", GCE_METADATA_HOST: gce.host, CREDENTIAL_IDENTITY_PROVIDER: "GoogleComputeEngine" } } as unknown as AgentConfig;
+  const cfg = testConfig({ root, env: { CREDENTIAL_FETCHER_TYPE: "GoogleComputeEngine", TRUST_DOMAIN: "example.org", GCE_METADATA_HOST: gce.host, CREDENTIAL_IDENTITY_PROVIDER: "GoogleComputeEngine" } });
   return { gce, root, cfg };
 }
 
@@ -106,7 +107,7 @@ describe("GoogleComputeEngine credential fetcher", () => {
   });
 
   test("JWT keeps the token file path (no fetcher); Mock answers test_token; anything else is refused by name", async () => {
-    const cfg = (type: string) => ({ root: "/", env: { CREDENTIAL_FETCHER_TYPE: type, TRUST_DOMAIN: "t", GCE_METADATA_HOST: "" } }) as unknown as AgentConfig;
+    const cfg = (type: string) => testConfig({ env: { CREDENTIAL_FETCHER_TYPE: type, TRUST_DOMAIN: "t" } });
     const deps = { log: silentLogger(), now: () => 0 };
     expect(credentialFetcherFor(cfg("JWT"), deps)).toBeUndefined();
     expect(credentialFetcherFor(cfg(""), deps)).toBeUndefined();

@@ -13,17 +13,14 @@ import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { testRequiring } from "../support/requires.ts";
 import { dig, DIG, startUpstream } from "./helpers.ts";
+import { testConfig } from "../support/config.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "dns-factory-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function cfg(env: Record<string, unknown>): AgentConfig {
-  return {
-    proxyType: "sidecar",
-    uid: 1337,
-    env: { ISTIO_META_DNS_CAPTURE: true, ISTIO_META_ENABLE_DNS_SERVER: false, DNS_PROXY_ADDR: "localhost:0", DNS_FORWARD_PARALLEL: false, DNS_FORWARD_TIMEOUT: 1000, ...env },
-    node: { podNamespace: "ns1", domain: "ns1.svc.cluster.local" },
-  } as unknown as AgentConfig;
+/** A sidecar with DNS capture in namespace ns1, uid 1337, through the real loader. */
+function cfg(env: Record<string, string>): AgentConfig {
+  return testConfig({ env: { POD_NAMESPACE: "ns1", ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: "localhost:0", DNS_FORWARD_TIMEOUT: "1s", ...env }, uid: 1337 });
 }
 
 test("unreadable resolv.conf is an init error naming the file", () => {

@@ -102,7 +102,12 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
         note(data);
         if (opts.silent) return;
         const r = answerFor(opts, data, "udp");
-        if (r) s.send(r, port, addr);
+        // The client may have gone (a fuzz burst's socket closed): an ICMP refusal is not the fake's failure.
+        if (r) {
+          try {
+            s.send(r, port, addr);
+          } catch {}
+        }
       },
     },
   });

@@ -1,10 +1,9 @@
 // Load against the compiled agent: 10,000 pushes relayed in order; 200 ADS streams opened at
 // once (the agent relays one: the newest wins, the others end CANCELLED); 200 SDS streams at once
-// answered from the cache with no extra CA call. Throughout, the status port is probed every
-// 50 ms; its latencies are recorded (the 100 ms target is reported, not asserted: a loaded
-// shared machine decides that figure) and every probe must be answered.
+// answered from the cache with no extra CA call. Throughout, a prober in a process of its own
+// hits /healthz/ready every 50 ms: every probe answered, p99 under 1 s (the kubelet's timeout).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -14,6 +13,7 @@ import { fetchSecret, startMesh, type Mesh } from "../e2e/mesh.ts";
 import { fileIfExists, until, type Pod } from "../e2e/pod.ts";
 import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
+import { expectStatusBounds, startStatusProber } from "./status-prober.ts";
 
 const PUSHES = Number(process.env.FAULTS_LOAD_PUSHES ?? 10_000);
 const STREAMS = Number(process.env.FAULTS_LOAD_STREAMS ?? 200);
@@ -23,37 +23,10 @@ let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
 
-/** Probe the status port every 50 ms until stopped; resolves with the latencies (ms). */
-function probeStatus(port: number): { stop(): Promise<{ ms: number[]; failures: string[] }> } {
-  const ms: number[] = [];
-  const failures: string[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const t0 = performance.now();
-      try {
-        const r = await fetch(`http://127.0.0.1:${port}/healthz/ready`, { signal: AbortSignal.timeout(5000) });
-        await r.arrayBuffer();
-        ms.push(performance.now() - t0);
-      } catch (e) {
-        failures.push((e as Error).message);
-      }
-      await Bun.sleep(50);
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { ms, failures };
-    },
-  };
-}
-
-function summary(ms: number[]): string {
-  const s = [...ms].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!.toFixed(0);
-  return `${s.length} probes, p50 ${q(0.5)} ms, p99 ${q(0.99)} ms, max ${s.at(-1)!.toFixed(0)} ms, ${s.filter((x) => x >= 100).length} at or over 100 ms`;
+/** CPU time (user + system, ms) the process has used: to tell the agent's own cost from the machine's load. */
+function cpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 const versionOf = (b: Buffer) => (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
@@ -75,11 +48,12 @@ describe("load (compiled agent)", () => {
   });
 
   test(`${PUSHES} pushes arrive whole, once each, in order; the status port answers throughout`, async () => {
-    const probe = probeStatus(pod.statusPort);
+    const probe = await startStatusProber(pod.statusPort);
     const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
     envoy.send({ typeUrl: CDS });
     const up = await istiod.nextStream(10_000);
     await up.nextRequest((r) => r.typeUrl === CDS);
+    const cpu0 = cpuMs(pod.agent.proc.pid);
     const t0 = performance.now();
     const value = Buffer.alloc(256, 7);
     for (let i = 1; i <= PUSHES; i++) {
@@ -87,14 +61,14 @@ describe("load (compiled agent)", () => {
     }
     await envoy.waitFor(PUSHES, 120_000);
     const ms = performance.now() - t0;
-    const { ms: lat, failures } = await probe.stop();
+    const probed = await probe.stop();
     const got = envoy.received.map(versionOf);
     expect(got.length).toBe(PUSHES);
     expect(got).toEqual(Array.from({ length: PUSHES }, (_, i) => `v${i + 1}`));
-    expect(failures).toEqual([]);
     expect(pod.exitCode()).toBeNull();
     envoy.close();
-    console.log(`load: ${PUSHES} pushes in order in ${(ms / 1000).toFixed(1)} s; status port: ${summary(lat)}`);
+    console.log(`load: ${PUSHES} pushes in order in ${(ms / 1000).toFixed(1)} s (agent CPU ${cpuMs(pod.agent.proc.pid) - cpu0} ms)`);
+    expectStatusBounds(probed, `${PUSHES} pushes`);
   }, 180_000);
 
   test(`${STREAMS} ADS streams at once: the newest is served, the others end CANCELLED`, async () => {
@@ -102,7 +76,7 @@ describe("load (compiled agent)", () => {
       const r = s.requests[s.requests.length - 1]!;
       if (r.typeUrl === CDS && !r.responseNonce) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
     });
-    const probe = probeStatus(pod.statusPort);
+    const probe = await startStatusProber(pod.statusPort);
     const clients = Array.from({ length: STREAMS }, () => new EnvoyClient(pod.path("etc/istio/proxy/XDS")));
     clients.forEach((c, i) => c.send({ typeUrl: CDS, versionInfo: `s${i}` }));
     // Every stream but one ends; wait for those statuses (the sentinel), then look at the survivor.
@@ -115,11 +89,11 @@ describe("load (compiled agent)", () => {
     await live[0]!.waitFor(1, 10_000);
     expect(ended.every((s) => s.code === grpc.status.CANCELLED)).toBe(true);
     expect(ended.filter((s) => s.details.includes("replaced by a new stream")).length).toBe(STREAMS - 1);
-    const { ms: lat, failures } = await probe.stop();
-    expect(failures).toEqual([]);
+    const probed = await probe.stop();
     expect(pod.exitCode()).toBeNull();
     for (const c of clients) c.close();
-    console.log(`load: ${STREAMS} ADS streams: 1 served (${versionOf(live[0]!.received[0]!)}), ${ended.length} CANCELLED; status port: ${summary(lat)}`);
+    console.log(`load: ${STREAMS} ADS streams: 1 served (${versionOf(live[0]!.received[0]!)}), ${ended.length} CANCELLED`);
+    expectStatusBounds(probed, `${STREAMS} ADS streams`);
   }, 90_000);
 });
 
@@ -137,9 +111,10 @@ describe("load: SDS (compiled agent)", () => {
     const chain = await until(m.pod, "first certificate", () => fileIfExists(m.pod.path("etc/certs/cert-chain.pem")));
     await until(m.pod, "the SDS socket", () => (existsSync(m.pod.path("var/run/secrets/workload-spiffe-uds/socket")) ? true : undefined));
     const n0 = m.ca.requests.length;
-    const probe = probeStatus(m.pod.statusPort);
+    const probe = await startStatusProber(m.pod.statusPort);
     const { Req } = discoveryTypes();
     const enc = (typeUrl: string, names: string[]) => Buffer.from(Req.encode(Req.create({ typeUrl, resourceNames: names })).finish());
+    const cpu0 = cpuMs(m.pod.agent.proc.pid);
     const t0 = performance.now();
     const answers = await Promise.all(Array.from({ length: STREAMS }, () => fetchSecret(m.pod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc, 60_000)));
     const ms = performance.now() - t0;
@@ -147,8 +122,8 @@ describe("load: SDS (compiled agent)", () => {
     expect(new Set(chains).size).toBe(1);
     expect(chains[0]).toBe(chain);
     expect(m.ca.requests.length).toBe(n0);
-    const { ms: lat, failures } = await probe.stop();
-    expect(failures).toEqual([]);
-    console.log(`load: ${STREAMS} SDS streams answered from the cache in ${ms.toFixed(0)} ms, ${m.ca.requests.length - n0} extra CA calls; status port: ${summary(lat)}`);
+    const probed = await probe.stop();
+    console.log(`load: ${STREAMS} SDS streams answered from the cache in ${ms.toFixed(0)} ms (agent CPU ${cpuMs(m.pod.agent.proc.pid) - cpu0} ms), ${m.ca.requests.length - n0} extra CA calls`);
+    expectStatusBounds(probed, `${STREAMS} SDS streams`);
   }, 90_000);
 });

@@ -1,8 +1,9 @@
 // Readiness as named blockers and warnings: registration order, once-only registration, errors,
-// reblocking, warnings that never gate, and change notifications (exactly when the set changes).
+// reblocking, warnings that never gate, and the line logged when a condition clears (once).
 
 import { expect, test } from "bun:test";
-import { Readiness } from "../../src/lib/readiness.ts";
+import { memoryLogger } from "../../src/lib/log.ts";
+import { READINESS, Readiness } from "../../src/lib/readiness.ts";
 
 function clocked(start = 1_000) {
   let t = start;
@@ -64,25 +65,57 @@ test("reblock after clear starts a new pending period without the old error; reb
   expect(r.blockers()).toEqual([{ name: "terminating", since: 6_000, gates: true }]);
 });
 
-test("listeners hear each change of the blocker set, and only those; unsubscribe stops them", () => {
-  const { r } = clocked();
-  let calls = 0;
-  const off = r.onChange(() => calls++);
-  const a = r.block("a"); // new blocker
-  expect(calls).toBe(1);
-  a.fail("x"); // error only: not a change of the set
-  expect(calls).toBe(1);
-  a.reblock(); // already pending
-  expect(calls).toBe(1);
-  a.clear();
-  expect(calls).toBe(2);
-  r.clear("a"); // already clear
-  expect(calls).toBe(2);
-  a.reblock();
-  expect(calls).toBe(3);
-  off();
-  a.clear();
-  expect(calls).toBe(3);
+test("clearing a condition logs how long it was pending and how many blockers remain, once", () => {
+  let t = 1_000;
+  const { lines, log } = memoryLogger();
+  const r = new Readiness(() => t, log.child("readiness"));
+  const dns = r.block("dns table received");
+  r.block("terminating");
+  const xds = r.warn("xds connected");
+  t = 2_300;
+  dns.clear();
+  t = 2_550;
+  xds.clear();
+  // Clearing again (or a fail after clearing) is not a change: no second line.
+  dns.clear();
+  r.clear("dns table received");
+  dns.fail("late");
+  t = 4_000;
+  r.clear("terminating");
+  const logged = lines.map((l) => l.split("\t").slice(1).join("\t"));
+  expect(logged).toEqual([
+    'info\treadiness\t"dns table received" cleared after 1.3s, 1 blocker still pending\tcondition=dns table received\tpending=1',
+    'info\treadiness\twarning "xds connected" cleared after 1.6s, 1 blocker still pending\tcondition=xds connected\tpending=1',
+    'info\treadiness\t"terminating" cleared after 3.0s, 0 blockers still pending\tcondition=terminating\tpending=0',
+  ]);
+});
+
+test("a reblocked condition is timed from the reblock, and its clear is logged again", () => {
+  let t = 0;
+  const { lines, log } = memoryLogger();
+  const r = new Readiness(() => t, log);
+  const b = r.block("envoy restarting");
+  t = 200;
+  b.clear();
+  t = 10_000;
+  b.reblock();
+  t = 10_450;
+  b.clear();
+  expect(lines.map((l) => l.split("\t")[2])).toEqual(['"envoy restarting" cleared after 0.2s, 0 blockers still pending', '"envoy restarting" cleared after 0.5s, 0 blockers still pending']);
+});
+
+test("the blocker names are Istio's words and ours, spelled once", () => {
+  expect(READINESS).toEqual({
+    dnsTable: "dns table received",
+    localXdsLoaded: "local xDS file loaded",
+    terminating: "terminating",
+    envoyRestarting: "envoy restarting",
+    xdsConnected: "xds connected",
+    certificateWarmed: "certificate warmed",
+    certificateRenewal: "certificate renewal",
+    envoy: "envoy",
+    grpcBootstrap: "grpc bootstrap",
+  });
 });
 
 test("warnings are reported after the blockers and never gate, also when raised again", () => {

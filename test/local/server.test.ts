@@ -9,7 +9,6 @@ import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { createLocalXdsServer, type LocalXdsServer } from "../../src/local/index.ts";
-import { LOADED_BLOCKER } from "../../src/local/server.ts";
 import { CDS, EDS, fixtureYaml, LDS, RDS, SDS } from "./fixtures.ts";
 import { decodeAs, envoyRoot, RawAds, tempDir, writeText } from "./support.ts";
 
@@ -284,7 +283,7 @@ test("a bad file at start: start still binds, readiness names the error, request
     const message = `${bad}: clusters[0] "x": type: invalid value "EDSS" for enum envoy.config.cluster.v3.Cluster.DiscoveryType`;
     for (let i = 0; i < 100 && !readiness.blockers()[0]?.lastError; i++) await Bun.sleep(20);
     expect(readiness.isReady()).toBe(false);
-    expect(readiness.blockers()).toMatchObject([{ name: LOADED_BLOCKER, lastError: expect.stringContaining(message) }]);
+    expect(readiness.blockers()).toMatchObject([{ name: "local xDS file loaded", lastError: expect.stringContaining(message) }]);
     expect(log.lines.some((l) => l.includes(`local xDS: rejected ${message}`) && l.includes("nothing to serve until it is fixed"))).toBe(true);
     expect(await ads.quiet()).toBe(true); // the request waits rather than seeing an empty world
 

@@ -8,13 +8,11 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AgentConfig } from "../../src/config/agentconfig.ts";
-import { readAll } from "../../src/config/envdecl.ts";
-import { PROXY_ENV } from "../../src/config/env.ts";
-import { defaultProxyConfig } from "../../src/config/proxyconfig.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
-import { createSecretManager, WARMED_BLOCKER, type SecretManager } from "../../src/sds/manager.ts";
+import { testConfig } from "../support/config.ts";
+import { createSecretManager, type SecretManager } from "../../src/sds/manager.ts";
 import { sdsCodec } from "../../src/sds/proto.ts";
 import { SDS_SERVICE } from "../../src/sds/server.ts";
 import { FakeCa } from "../support/fake-ca.ts";
@@ -38,22 +36,9 @@ afterEach(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
+/** Pod `p` in namespace `default`, service account `app`, through the real loader. */
 function config(env: Record<string, string>): AgentConfig {
-  const rawEnv = { POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", XDS_AUTHORIZED_UIDS: "*", ...env };
-  return {
-    proxyType: "sidecar",
-    proxyConfig: defaultProxyConfig(),
-    proxyConfigSources: {},
-    env: readAll(rawEnv, PROXY_ENV).values,
-    rawEnv,
-    flags: {} as AgentConfig["flags"],
-    node: { type: "sidecar", ips: ["10.0.0.1"], ipMode: "ipv4", id: "p.default", domain: "default.svc.cluster.local", nodeId: "sidecar~10.0.0.1~p.default~default.svc.cluster.local", podName: "p", podNamespace: "default", serviceAccount: "app" },
-    labels: {},
-    annotations: {},
-    root,
-    uid: process.getuid?.() ?? 0,
-    version: "test",
-  };
+  return testConfig({ env: { POD_NAME: "p", POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", INSTANCE_IP: "10.0.0.1", XDS_AUTHORIZED_UIDS: "*", ...env }, root, uid: process.getuid?.() ?? 0 });
 }
 
 async function withCa(env: Record<string, string> = {}): Promise<AgentConfig> {
@@ -87,7 +72,7 @@ describe("createSecretManager", () => {
     root = mkdtempSync(join(tmpdir(), "mgr-"));
     const cfg = await withCa({ OUTPUT_CERTS: "./out" });
     const { readiness, started, log } = start(cfg);
-    expect(readiness.describe()).toContain(WARMED_BLOCKER);
+    expect(readiness.describe()).toContain("certificate warmed");
     await started;
     await until(() => readiness.warnings().length === 0, "certificate warmed");
     expect(log.lines.some((l) => l.includes("certificates warmed"))).toBe(true);
@@ -109,7 +94,7 @@ describe("createSecretManager", () => {
     const { readiness, started } = start(cfg, clock);
     await started;
     await until(() => readiness.describe().includes("rejected the token"), "warm failure in readiness");
-    expect(readiness.warnings().map((w) => w.name)).toEqual([WARMED_BLOCKER]);
+    expect(readiness.warnings().map((w) => w.name)).toEqual(["certificate warmed"]);
     expect(readiness.isReady()).toBe(true);
     ca!.mode = "ok";
     clock.advance(1000);

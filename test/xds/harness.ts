@@ -7,34 +7,20 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync, copyFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AgentConfig } from "../../src/config/agentconfig.ts";
-import { readAll } from "../../src/config/envdecl.ts";
-import { PROXY_ENV } from "../../src/config/env.ts";
-import { defaultProxyConfig, type ProxyConfig } from "../../src/config/proxyconfig.ts";
+import type { ProxyConfig } from "../../src/config/proxyconfig.ts";
 import type { NameTableSink, TrustBundleSink } from "../../src/lib/interfaces.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry, type Registry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { createXdsProxy, type XdsProxy } from "../../src/xds/proxy.ts";
+import { testConfig as loadedConfig } from "../support/config.ts";
 import { ADS_SERVICE_DEF, FakeIstiod, discoveryTypes, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 
 export const TYPES = discoveryTypes();
 
+/** An AgentConfig through the real loader (test/support/config.ts): `pc` goes in as PROXY_CONFIG. */
 export function testConfig(root: string, env: Record<string, string>, pc: Partial<ProxyConfig>): AgentConfig {
-  const { values } = readAll(env, PROXY_ENV);
-  return {
-    proxyType: "sidecar",
-    proxyConfig: { ...defaultProxyConfig(), ...pc },
-    proxyConfigSources: {},
-    env: values,
-    rawEnv: env,
-    flags: {} as AgentConfig["flags"],
-    node: {} as AgentConfig["node"],
-    labels: {},
-    annotations: {},
-    root,
-    uid: process.getuid?.() ?? 0,
-    version: "test",
-  } as AgentConfig;
+  return loadedConfig({ env: { ...env, PROXY_CONFIG: JSON.stringify(pc) }, root, uid: process.getuid?.() ?? 0 });
 }
 
 export class RecordingSinks implements NameTableSink, TrustBundleSink {

