@@ -36,9 +36,11 @@ export async function rig(over: Partial<SecretCacheOptions> = {}, random = () =>
   const ca = await FakeCa.start({ token: "tok", spiffeId: SPIFFE, signer: await LocalCa.generate({ now: () => clock.now() }) });
   writeFileSync(join(dir, "root.pem"), ca.tls!.rootPem);
   writeFileSync(join(dir, "token"), "tok");
+  // A generous attempt timeout: on a loaded machine (mutation runs, parallel suites) a first
+  // signing can take seconds, and a retry would break the tests' request counts.
   const client = new IstioCaClient(
     { address: ca.address, tls: true, rootCertPath: join(dir, "root.pem"), serverName: "istiod.istio-system.svc", headers: {} },
-    { tokens: new FileTokenSource(join(dir, "token")), sleep: async () => true, attemptTimeoutMs: 3000 },
+    { tokens: new FileTokenSource(join(dir, "token")), sleep: async () => true, attemptTimeoutMs: 30_000 },
   );
   const log = memoryLogger();
   const registry = newRegistry();
