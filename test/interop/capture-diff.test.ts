@@ -19,12 +19,6 @@ const EXPECTED_DIFFERENCES: { name: string; applies: (c: CaptureCase) => boolean
     part: "exit",
     reason: "a non-numeric port, unknown interception mode, negative UID or non-numeric mark: Istio's dry run accepts it (and would write rules iptables-restore rejects), we exit 1 naming the flag",
   },
-  {
-    name: "ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE=*",
-    applies: (c) => c.env.ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE === "*",
-    part: "exit",
-    reason: "\"*\" as the excluded owner groups: Istio accepts it, we exit 1 (invalid group)",
-  },
 ];
 
 /** Lines only we print in the config block (documented in docs/compat.md). */
