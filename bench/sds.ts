@@ -14,7 +14,7 @@ import { silentLogger } from "../src/lib/log.ts";
 import { newRegistry } from "../src/lib/metrics.ts";
 import { PeerAuthorizer } from "../src/lib/peerauth.ts";
 import { SecretCache } from "../src/sds/cache.ts";
-import { systemClock } from "../src/sds/clock.ts";
+import { systemClock } from "../src/lib/clock.ts";
 import { SecretMetrics } from "../src/sds/metrics.ts";
 import { sdsCodec, SECRET_TYPE_URL } from "../src/sds/proto.ts";
 import { SdsServer, SDS_SERVICE } from "../src/sds/server.ts";

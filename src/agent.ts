@@ -16,6 +16,8 @@ import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
 import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
+import { systemClock, type Clock } from "./lib/clock.ts";
+import { DrainTrigger } from "./lib/drain.ts";
 import { createStatusServer } from "./status/create.ts";
 import { dnsProxyEnabled } from "./dns/enabled.ts";
 import type { DnsProxy } from "./dns/proxy.ts";
@@ -28,11 +30,14 @@ import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
+import { errorMessage } from "./lib/errors.ts";
 
 export interface AgentDeps {
   sink: LogSink;
-  /** Monotonic clock in ms (tests inject). */
+  /** Monotonic clock in ms for the start-path timings (tests inject). */
   now?: () => number;
+  /** Time for every component's waits, timers and timestamps (tests pass a manual one). */
+  clock?: Clock;
   /** `--log_as_json`, so Envoy's own log matches. */
   logAsJson?: boolean;
   /** Milliseconds since the process started (for the start-up log line). */
@@ -55,9 +60,6 @@ function mountedCertificateFiles(secrets: SecretManager | undefined): string[] {
 /** pilot-agent's exit code when its command fails (os.Exit(-1)). */
 export const START_FAILURE_EXIT_CODE = 255;
 
-/** After Envoy exits, how long the other components get to stop before the agent exits anyway. */
-const STOP_GRACE_MS = 5_000;
-
 export class Agent {
   readonly registry: Registry;
   readonly readiness: Readiness;
@@ -71,8 +73,9 @@ export class Agent {
   private readonly components: Component[] = [];
   private readonly log: Logger;
   private readonly now: () => number;
-  /** Aborted once Envoy is gone: stops everything but Envoy. */
-  private readonly stopAll = new AbortController();
+  private readonly clock: Clock;
+  /** Started once Envoy is gone: stops everything but Envoy, waiting up to the shutdown budget. */
+  private readonly drain: DrainTrigger;
   private resolveDone!: (code: number) => void;
   /** Resolves when the start path is over (started, failed or aborted): background work may begin. */
   readonly afterStart: Promise<void>;
@@ -88,9 +91,11 @@ export class Agent {
   ) {
     this.log = deps.sink.logger();
     this.now = deps.now ?? (() => performance.now());
+    this.clock = deps.clock ?? systemClock;
+    this.drain = new DrainTrigger({ clock: this.clock });
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
-    this.readiness = new Readiness();
+    this.readiness = new Readiness(() => this.clock.now());
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
@@ -120,7 +125,7 @@ export class Agent {
     }
     if (limitBytes === undefined) return;
     const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
-    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.stopAll.signal);
+    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.drain.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -138,7 +143,7 @@ export class Agent {
     const sink = this.deps.sink;
     const common = { registry: this.registry, readiness: this.readiness };
     const envoyEnabled = !env.DISABLE_ENVOY;
-    const stop = this.stopAll.signal;
+    const stop = this.drain.signal;
 
     const lifecycle: LifecycleControl = {
       quit: () => {
@@ -168,8 +173,8 @@ export class Agent {
         this.dns = createDnsProxy(cfg, { log: sink.logger("dns"), ...common });
       }
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
-      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => Date.now() });
-      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
+      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
+      this.secrets = createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) });
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
@@ -192,16 +197,19 @@ export class Agent {
               health: xds,
               envoyEnabled,
               shutdown: signal,
+              now: () => this.clock.now(),
             })
           : undefined;
       if (!status) this.log.info("status server disabled (statusPort 0)");
+      // --stsPort: the token exchange service for Envoy's Google gRPC services (its code loads only then).
+      const sts = cfg.flags.stsPort > 0 ? (await import("./sts/index.ts")).createStsServer(cfg, { sink, platform: () => platformWait, now: () => Date.now() }) : undefined;
       step("build");
 
       // Istio starts the status server before the agent, then DNS, SDS, the xDS proxy. They are
       // started in that order without waiting for one socket to be bound before the next is
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
-      const chains = [[status], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
+      const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.componentAfter(xds), xds] : [xds], [tracer], [wasm?.component]];
       const started = await Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {
@@ -239,6 +247,7 @@ export class Agent {
         this.envoy = createEnvoySupervisor(cfg, {
           log: sink.logger("envoy"),
           readiness: this.readiness,
+          clock: this.clock,
           bootstrapPath: bootstrap.path,
           certificateFiles: mountedCertificateFiles(this.secrets),
           ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
@@ -254,7 +263,7 @@ export class Agent {
       }
     } catch (e) {
       // pilot-agent returns a start error from its command and exits -1 (255), as for bad flags.
-      this.log.error(`agent failed to start: ${(e as Error).message}`);
+      this.log.error(`agent failed to start: ${errorMessage(e)}`);
       this.exitCode = START_FAILURE_EXIT_CODE;
       this.envoy?.shutdown({ immediate: true });
       this.finish(START_FAILURE_EXIT_CODE);
@@ -276,7 +285,7 @@ export class Agent {
       log.info(`platform ${found.cloud}`, { locality: loc ? [loc.region, loc.zone, loc.subZone].join("/") : "", metadata: Object.keys(md).sort().join(",") });
       return found.info;
     } catch (e) {
-      log.warn(`platform discovery failed, treating it as Unknown: ${(e as Error).message}`);
+      log.warn(`platform discovery failed, treating it as Unknown: ${errorMessage(e)}`);
       return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
     }
   }
@@ -286,7 +295,7 @@ export class Agent {
     this.log.warn("forced stop");
     void this.envoy?.shutdown({ immediate: true });
     this.finish(this.exitCode);
-    setTimeout(() => this.resolveDone(this.exitCode), 1000).unref?.();
+    this.clock.timer(1000, () => this.resolveDone(this.exitCode));
   }
 
   /** Envoy is gone (or there is none): stop the other components, then resolve `done`. */
@@ -294,11 +303,9 @@ export class Agent {
     if (this.finishing) return;
     this.finishing = true;
     if (code !== 0) this.exitCode = code;
-    this.stopAll.abort();
-    const waits = this.components.map((c) => c.stopped?.() ?? Promise.resolve());
-    const deadline = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), STOP_GRACE_MS).unref?.());
-    void Promise.race([Promise.allSettled(waits).then(() => "ok" as const), deadline]).then((result) => {
-      if (result === "timeout") this.log.warn(`components did not stop within ${STOP_GRACE_MS}ms; exiting anyway`);
+    for (const c of this.components) this.drain.track(c.name, c.stopped?.() ?? Promise.resolve());
+    void this.drain.start().then((outcome) => {
+      if (!outcome.complete) this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
       this.log.info("Agent stopped");
       if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);

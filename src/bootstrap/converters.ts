@@ -5,6 +5,7 @@
 import { goJsonMarshal } from "./gotemplate/json.ts";
 import { parseAnyDuration } from "../lib/duration.ts";
 import { BootstrapError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** net.SplitHostPort. */
 export function splitHostPort(hostport: string): [string, string] {
@@ -35,7 +36,7 @@ export function addressJson(option: string, addr: string, hostIp: string): strin
   try {
     [host, port] = splitHostPort(addr);
   } catch (e) {
-    throw new BootstrapError(`unable to parse ${option} address "${addr}": ${(e as Error).message}`, option);
+    throw new BootstrapError(`unable to parse ${option} address "${addr}": ${errorMessage(e)}`, option, { cause: e });
   }
   if (host === "$(HOST_IP)" && hostIp !== "") host = hostIp;
   return `{"address": "${host}", "port_value": ${port}}`;

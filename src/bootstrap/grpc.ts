@@ -9,6 +9,7 @@ import { dirname, posix } from "node:path";
 import { typedMetadataJson, type BootstrapNode } from "../config/metadata.ts";
 import { BootstrapError } from "./errors.ts";
 import { goJsonIndent, goJsonMarshal } from "./gotemplate/json.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const GRPC_SERVER_LISTENER_TEMPLATE = "xds.istio.io/grpc/lds/inbound/%s";
 
@@ -53,7 +54,7 @@ export async function writeGrpcBootstrapFile(path: string, opts: GrpcBootstrapOp
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     await atomicWrite(path, text, 0o644);
   } catch (e) {
-    throw new BootstrapError(`failed writing to ${path}: ${(e as Error).message}`, path, { cause: e });
+    throw new BootstrapError(`failed writing to ${path}: ${errorMessage(e)}`, path, { cause: e });
   }
   return text;
 }

@@ -10,6 +10,7 @@ import { writeGrpcBootstrapFile } from "./grpc.ts";
 import { readBootstrapOverride } from "./override.ts";
 import type { BootstrapFlags } from "./params.ts";
 import { createBootstrapFile } from "./write.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export { BootstrapError } from "./errors.ts";
 export { createBootstrapFile, type CreateBootstrapInput, type CreatedBootstrap } from "./write.ts";
@@ -121,7 +122,7 @@ export async function writeBootstrap(cfg: AgentConfig, opts: WriteBootstrapOptio
     try {
       configYaml = await readBootstrapOverride(resolve(cfg.root, cfg.env.ISTIO_BOOTSTRAP_OVERRIDE), cfg.env.HOST_IP);
     } catch (e) {
-      problems.push(`Failed to read bootstrap override: ${(e as Error).message}`);
+      problems.push(`Failed to read bootstrap override: ${errorMessage(e)}`);
     }
   }
   return { ...result, configYaml, node, problems };

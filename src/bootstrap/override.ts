@@ -6,6 +6,7 @@ import { yamlLib } from "../lib/yaml.ts";
 import { BootstrapError } from "./errors.ts";
 import { goJsonMarshal } from "./gotemplate/json.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** Pure part: substitute HOST_IP and convert YAML/JSON text to compact JSON with sorted keys. */
 export function bootstrapOverrideToJson(text: string, hostIp: string, source = "ISTIO_BOOTSTRAP_OVERRIDE"): string {
@@ -20,7 +21,7 @@ export function bootstrapOverrideToJson(text: string, hostIp: string, source = "
   try {
     doc = yamlLib().parse(body);
   } catch (e) {
-    throw new BootstrapError(`failed to convert to JSON: ${source}: ${(e as Error).message}`, source, { cause: e });
+    throw new BootstrapError(`failed to convert to JSON: ${source}: ${errorMessage(e)}`, source, { cause: e });
   }
   return goJsonMarshal(doc ?? null);
 }
@@ -31,7 +32,7 @@ export async function readBootstrapOverride(path: string, hostIp: string): Promi
   try {
     text = await readBoundedText(path, { maxBytes: FILE_LIMITS.config });
   } catch (e) {
-    throw new BootstrapError(`failed to read file: ${path}, ${(e as Error).message}`, path, { cause: e });
+    throw new BootstrapError(`failed to read file: ${path}, ${errorMessage(e)}`, path, { cause: e });
   }
   return bootstrapOverrideToJson(text, hostIp, path);
 }

@@ -6,6 +6,7 @@
 import { formatGoDuration, parseGoDuration } from "../lib/duration.ts";
 import { GoStringer, GoStruct } from "./gotemplate/values.ts";
 import type { ProxyConfig } from "../config/proxyconfig.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const ANNOTATION = {
   extraStatTags: "sidecar.istio.io/extraStatTags",
@@ -80,7 +81,7 @@ export function statsParams(inp: StatsInputs, problems: string[]): Record<string
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
         .map(([prefix, v]) => histogramBucket(prefix, (v as number[] | null) ?? []));
     } catch (e) {
-      problems.push(`annotation ${ANNOTATION.histogramBuckets}: ${(e as Error).message}; ignored`);
+      problems.push(`annotation ${ANNOTATION.histogramBuckets}: ${errorMessage(e)}; ignored`);
     }
   }
   params.histogram_buckets = buckets;
@@ -93,7 +94,7 @@ export function statsParams(inp: StatsInputs, problems: string[]): Record<string
       flushNs = Math.round(ms * 1e6);
       params.stats_flush_interval = new GoStringer(flushNs, formatGoDuration(ms));
     } catch (e) {
-      problems.push(`annotation ${ANNOTATION.flushInterval}: ${(e as Error).message}; ignored`);
+      problems.push(`annotation ${ANNOTATION.flushInterval}: ${errorMessage(e)}; ignored`);
     }
   }
   const eviction = ann[ANNOTATION.evictionInterval];
@@ -106,7 +107,7 @@ export function statsParams(inp: StatsInputs, problems: string[]): Record<string
         params.stats_eviction_interval = `${Math.trunc(ns / 1e9)}s`;
       }
     } catch (e) {
-      problems.push(`annotation ${ANNOTATION.evictionInterval}: ${(e as Error).message}; ignored`);
+      problems.push(`annotation ${ANNOTATION.evictionInterval}: ${errorMessage(e)}; ignored`);
     }
   }
   return params;

@@ -12,6 +12,7 @@ import { BootstrapError } from "./errors.ts";
 import { toTemplateParams, type BootstrapFlags } from "./params.ts";
 import { bootstrapOutputPath, BUILTIN_TEMPLATE_NAME, builtinTemplateText, compileTemplate, DEFAULT_TEMPLATE_PATH, effectiveTemplatePath, renderTemplate } from "./render.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface CreateBootstrapInput {
   node: BootstrapNode;
@@ -56,7 +57,7 @@ export async function loadTemplate(pc: ProxyConfig, templateOverride: string, ro
   try {
     return { name: path, path, text: readBoundedTextSync(abs, FILE_LIMITS.config) };
   } catch (e) {
-    throw new BootstrapError(`cannot read bootstrap template ${path}: ${(e as Error).message}`, path, { cause: e });
+    throw new BootstrapError(`cannot read bootstrap template ${path}: ${errorMessage(e)}`, path, { cause: e });
   }
 }
 
@@ -67,7 +68,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   try {
     mkdirSync(configDir, { recursive: true, mode: 0o700 });
   } catch (e) {
-    throw new BootstrapError(`cannot create bootstrap directory ${configDir}: ${(e as Error).message}`, configPath, { cause: e });
+    throw new BootstrapError(`cannot create bootstrap directory ${configDir}: ${errorMessage(e)}`, configPath, { cause: e });
   }
   const tmpl = await loadTemplate(pc, inp.templateOverride, inp.root);
   const compiled = compileTemplate(tmpl.name, tmpl.text, inp.env ?? {});
@@ -78,7 +79,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
     try {
       writeFileSync(tokenPath, lightstepToken.token, { mode: 0o666 });
     } catch (e) {
-      throw new BootstrapError(`cannot write lightstep access token file ${tokenPath}: ${(e as Error).message}`, tokenPath, { cause: e });
+      throw new BootstrapError(`cannot write lightstep access token file ${tokenPath}: ${errorMessage(e)}`, tokenPath, { cause: e });
     }
   }
   const text = renderTemplate(compiled, params);
@@ -86,7 +87,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   try {
     writeFileSync(out, text, { mode: 0o666 });
   } catch (e) {
-    throw new BootstrapError(`cannot write bootstrap ${out}: ${(e as Error).message}`, out, { cause: e });
+    throw new BootstrapError(`cannot write bootstrap ${out}: ${errorMessage(e)}`, out, { cause: e });
   }
   return { path: out, template: tmpl.name, text, problems };
 }

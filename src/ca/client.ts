@@ -18,6 +18,7 @@ import type { CertificateSigner } from "./signer.ts";
 import type { TokenSource } from "./token.ts";
 import { pemBlocks } from "./pem.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface CaClientDeps {
   tokens: TokenSource;
@@ -97,7 +98,7 @@ export class IstioCaClient implements CertificateSigner {
         try {
           root = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
         } catch (e) {
-          throw new CaError("config", `CA root certificate ${o.rootCertPath}: ${(e as Error).message} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`);
+          throw new CaError("config", `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`, undefined, { cause: e });
         }
       }
       let key: Buffer | null = null;

@@ -10,7 +10,8 @@ export class CaError extends Error {
     message: string,
     /** gRPC status code when the CA answered with one. */
     readonly code?: number,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }

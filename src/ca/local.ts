@@ -9,6 +9,7 @@ import { CaError } from "./errors.ts";
 import { loadX509 } from "./keygen.ts";
 import type { CertificateSigner } from "./signer.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 const SAN_OID = "2.5.29.17";
 
@@ -75,14 +76,14 @@ export class LocalCa implements CertificateSigner {
       try {
         return await readBoundedText(join(dir, name), { maxBytes: FILE_LIMITS.certificate });
       } catch (e) {
-        throw new CaError("config", `LOCAL_CA_DIR: reading ${join(dir, name)}: ${(e as Error).message}`);
+        throw new CaError("config", `LOCAL_CA_DIR: reading ${join(dir, name)}: ${errorMessage(e)}`, undefined, { cause: e });
       }
     };
     try {
       return await LocalCa.fromPem({ certPem: await read("root-cert.pem"), keyPem: await read("root-key.pem") }, now);
     } catch (e) {
       if (e instanceof CaError) throw e;
-      throw new CaError("config", `LOCAL_CA_DIR ${dir}: root-cert.pem/root-key.pem unusable: ${(e as Error).message}`);
+      throw new CaError("config", `LOCAL_CA_DIR ${dir}: root-cert.pem/root-key.pem unusable: ${errorMessage(e)}`, undefined, { cause: e });
     }
   }
 
@@ -93,7 +94,7 @@ export class LocalCa implements CertificateSigner {
     try {
       csr = new x509.Pkcs10CertificateRequest(csrPem);
     } catch (e) {
-      throw new CaError("signing", `CSR is not a valid PEM certificate request: ${(e as Error).message}`);
+      throw new CaError("signing", `CSR is not a valid PEM certificate request: ${errorMessage(e)}`, undefined, { cause: e });
     }
     if (!(await csr.verify())) throw new CaError("signing", "CSR signature does not verify");
     const san = csr.extensions.find((e) => e.type === SAN_OID);

@@ -3,6 +3,7 @@
 
 import { X509Certificate, createPrivateKey } from "node:crypto";
 import { CaError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g;
 
@@ -34,7 +35,7 @@ export function certInfo(pem: string, what = "certificate"): CertInfo {
   try {
     c = new X509Certificate(pem);
   } catch (e) {
-    throw new CaError("bad-response", `${what}: not a valid PEM certificate (${(e as Error).message})`);
+    throw new CaError("bad-response", `${what}: not a valid PEM certificate (${errorMessage(e)})`, undefined, { cause: e });
   }
   const uris = (c.subjectAltName ?? "")
     .split(/,\s*/)

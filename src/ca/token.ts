@@ -4,6 +4,7 @@
 
 import { CaError } from "./errors.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface TokenSource {
   /** Human description for error messages (the path, never the token). */
@@ -26,7 +27,7 @@ export class FileTokenSource implements TokenSource {
       return t === "" ? undefined : t;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw new CaError("token", `reading ${this.path}: ${(e as Error).message}`);
+      throw new CaError("token", `reading ${this.path}: ${errorMessage(e)}`, undefined, { cause: e });
     }
   }
 }

@@ -5,6 +5,7 @@ import type { FlagSpec, ParsedFlags } from "../lib/flags.ts";
 import { LogSink, parseScopedLevels } from "../lib/log.ts";
 import { appendFileSync } from "node:fs";
 import { CliError } from "./io.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const GLOBAL_FLAGS: FlagSpec[] = [
   { name: "log_target", type: "stringArray", default: ["stdout"], usage: "The set of paths where to output the log. This can be any path as well as the special values stdout and stderr" },
@@ -21,7 +22,7 @@ export function logSinkFromFlags(parsed: ParsedFlags, write: { stdout: (s: strin
   try {
     parseScopedLevels(String(v.log_stacktrace_level), "--log_stacktrace_level");
   } catch (e) {
-    throw new CliError((e as Error).message);
+    throw new CliError(errorMessage(e), undefined, { cause: e });
   }
   const targets = (v.log_target as string[]).length ? (v.log_target as string[]) : ["stdout"];
   const writers = targets.map((t) => (t === "stdout" ? write.stdout : t === "stderr" ? write.stderr : (line: string) => appendFileSync(t, line)));
@@ -35,6 +36,6 @@ export function logSinkFromFlags(parsed: ParsedFlags, write: { stdout: (s: strin
       },
     });
   } catch (e) {
-    throw new CliError((e as Error).message);
+    throw new CliError(errorMessage(e), undefined, { cause: e });
   }
 }

@@ -19,7 +19,8 @@ export class CliError extends Error {
   constructor(
     message: string,
     readonly exitCode = 255,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }

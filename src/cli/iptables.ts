@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import type { EnvMap } from "../config/envdecl.ts";
 import { formatEnvHelp } from "../config/envdecl.ts";
 import { FlagError, formatFlagHelp } from "../lib/flags.ts";
-import { LogConfigError, LogSink } from "../lib/log.ts";
+import { LogConfigError, LogSink, ids } from "../lib/log.ts";
 import { CaptureError, runCapture } from "../iptables/capture.ts";
 import { CaptureConfigError, fillFromEnvironment, validateCaptureConfig, type CaptureConfig, type CaptureHost } from "../iptables/config.ts";
 import { DryRunXtables, RealXtables, spawnExec, type Exec } from "../iptables/deps.ts";
@@ -15,6 +15,7 @@ import { systemHost } from "../iptables/host.ts";
 import { realNft, runNftCapture } from "../iptables/nft-capture.ts";
 import { configureRoutes } from "../iptables/routes.ts";
 import { runValidation, VALIDATION_ERROR_CODE, VALIDATION_FAILED_MESSAGE } from "../iptables/validation.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface IptablesIo {
   stdout(text: string): void;
@@ -101,7 +102,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
     cfg = fillFromEnvironment(parsed.cfg, parsed.envOnly, io.host ?? systemHost());
     validateCaptureConfig(cfg);
   } catch (e) {
-    log.error((e as Error).message);
+    log.error(errorMessage(e));
     return 1;
   }
   const exec = inNamespace(io.exec ?? spawnExec, cfg.NETWORK_NAMESPACE);
@@ -114,7 +115,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
         log.info("skipping configuring routes due to dry run mode");
       } else await configureRoutes(cfg, exec, log);
     } catch (e) {
-      log.error((e as Error).message);
+      log.error(errorMessage(e));
       return 1;
     }
   } else if (!cfg.SKIP_RULE_APPLY) {
@@ -126,7 +127,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
       if (dry) log.info("skipping configuring routes due to dry run mode");
       else await configureRoutes(cfg, exec, log);
     } catch (e) {
-      log.error(e instanceof CaptureError ? e.message : `${(e as Error).message}`);
+      log.error(e instanceof CaptureError ? e.message : `${errorMessage(e)}`);
       return 1;
     } finally {
       if (dry) {
@@ -136,7 +137,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
           try {
             writeFileSync(parsed.dryRunFile, dry.transcript.map((l) => l + "\n").join(""));
           } catch (e) {
-            log.error(`unable to write dry run output file ${parsed.dryRunFile}: ${(e as Error).message}`);
+            log.error(`unable to write dry run output file ${parsed.dryRunFile}: ${errorMessage(e)}`, ids({ file: parsed.dryRunFile }));
           }
         }
       }
@@ -146,7 +147,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
     try {
       await runValidation({ ipv6: cfg.HOST_IP.includes(":"), listenPorts: [Number(cfg.PROXY_PORT), Number(cfg.INBOUND_CAPTURE_PORT)], probePort: cfg.IPTABLES_PROBE_PORT, timeoutMs: cfg.PROBE_TIMEOUT, log });
     } catch (e) {
-      log.error(`Validation failed: ${(e as Error).message}`);
+      log.error(`Validation failed: ${errorMessage(e)}`);
       log.error(VALIDATION_FAILED_MESSAGE);
       return VALIDATION_ERROR_CODE;
     }

@@ -7,6 +7,7 @@
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { localRequest, type LocalRequest, type LocalResponse } from "./localhttp.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const ALLOWED_DEBUG_PORTS = [15000, 15004, 15020, 15021];
 
@@ -27,7 +28,7 @@ export async function runRequest(argv: string[], io: CliIO, send: RequestSender 
   try {
     res = await send({ host: "localhost", port, method, path, body, timeoutMs: 60_000 });
   } catch (e) {
-    throw new CliError(`${method} "http://localhost:${port}/${path}": ${(e as Error).message}`);
+    throw new CliError(`${method} "http://localhost:${port}/${path}": ${errorMessage(e)}`, undefined, { cause: e });
   }
   const text = res.body.toString("utf8");
   if (res.status > 399 && res.status !== 404) throw new CliError(`received unsuccessful status code ${res.status}: ${text}`);

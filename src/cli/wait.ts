@@ -5,7 +5,8 @@
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import type { Logger } from "../lib/log.ts";
-import { sleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const WAIT_FLAGS: FlagSpec[] = [
   { name: "timeoutSeconds", type: "int", default: 60, usage: "maximum number of seconds to wait for Envoy to be ready" },
@@ -26,7 +27,7 @@ export async function runWait(argv: string[], io: CliIO, log: Logger, fetchImpl:
   const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
   let lastError = "<nil>";
   for (;;) {
-    if (!(await sleep(period, deadline))) break;
+    if (!(await systemClock.sleep(period, deadline))) break;
     try {
       const res = await fetchImpl(url, { signal: AbortSignal.timeout(requestTimeout) });
       await res.arrayBuffer();
@@ -36,7 +37,7 @@ export async function runWait(argv: string[], io: CliIO, log: Logger, fetchImpl:
       }
       lastError = `HTTP status code ${res.status}`;
     } catch (e) {
-      lastError = (e as Error).message;
+      lastError = errorMessage(e);
     }
     log.debug(`Not ready yet: ${lastError}`);
   }

@@ -26,6 +26,9 @@ export const PROXY_ENV = {
   GCP_QUOTA_PROJECT: d("GCP_QUOTA_PROJECT", "string", "", "platform", "gcp_quota_project platform metadata (with GCP_METADATA)"),
   GCP_ZONE: d("GCP_ZONE", "string", "", "platform", "gcp_zone platform metadata and the locality zone (with GCP_METADATA)"),
   GCE_METADATA_HOST: d("GCE_METADATA_HOST", "string", "", "platform", "host[:port] of the GCE metadata server (default 169.254.169.254); set means on GCE"),
+  GKE_CLUSTER_URL: d("GKE_CLUSTER_URL", "string", "", "platform", "The url of GKE cluster: the provider in the STS (--stsPort) federated token audience when the credential fetcher names none"),
+  GOOGLE_STS_ENDPOINT: d("GOOGLE_STS_ENDPOINT", "string", "https://sts.googleapis.com/v1/token", "platform", "Beyond Istio: Google STS token endpoint the --stsPort service exchanges subject tokens at"),
+  GOOGLE_IAM_CREDENTIALS_ENDPOINT: d("GOOGLE_IAM_CREDENTIALS_ENDPOINT", "string", "https://iamcredentials.googleapis.com", "platform", "Beyond Istio: base URL of Google's IAM credentials API (generateAccessToken) for the --stsPort service"),
 
   // Envoy and bootstrap
   DISABLE_ENVOY: d("DISABLE_ENVOY", "bool", false, "envoy", "Proxyless mode: no Envoy, no SDS server; certificates kept fresh in OUTPUT_CERTS"),
@@ -39,6 +42,7 @@ export const PROXY_ENV = {
   ENVOY_SECURE_MERGED_METRICS_PORT: d("ENVOY_SECURE_MERGED_METRICS_PORT", "int", 0, "envoy", "mTLS merged metrics listener port (0 = off)", { range: { min: 0, max: 65535 } }),
   MINIMUM_DRAIN_DURATION: d("MINIMUM_DRAIN_DURATION", "duration", 5000, "envoy", "With EXIT_ON_ZERO_ACTIVE_CONNECTIONS: wait this long before polling connections", { range: { min: 0 } }),
   EXIT_ON_ZERO_ACTIVE_CONNECTIONS: d("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "bool", false, "envoy", "On shutdown, exit once Envoy has no active downstream connections"),
+  TERMINATION_GRACE_PERIOD_SECONDS: d("TERMINATION_GRACE_PERIOD_SECONDS", "int", 0, "envoy", "Beyond Istio: the pod's terminationGracePeriodSeconds (0 = unknown); the logged drain plan warns when it cannot fit", { range: { min: 0 } }),
   PEER_METADATA_DISCOVERY: d("PEER_METADATA_DISCOVERY", "optbool", undefined, "envoy", "Metadata discovery; unset follows ISTIO_META_ENABLE_HBONE"),
   ISTIO_META_ENABLE_HBONE: d("ISTIO_META_ENABLE_HBONE", "bool", false, "envoy", "HBONE enabled for this proxy"),
   ISTIO_META_ENABLE_SELF_DISCOVERY: d("ISTIO_META_ENABLE_SELF_DISCOVERY", "bool", false, "envoy", "Add local_cluster to the bootstrap"),

@@ -8,6 +8,7 @@
 
 import { parseYamlOrJson } from "../lib/yaml.ts";
 import { defaultProxyConfig, type ProxyConfig } from "./proxyconfig.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -70,7 +71,7 @@ export function parseLayer(input: LayerInput): Record<string, unknown> | undefin
   try {
     doc = parseYamlOrJson(input.text, { prettyErrors: false });
   } catch (e) {
-    const msg = (e as Error).message.split("\n")[0];
+    const msg = errorMessage(e).split("\n")[0];
     throw new ConfigError(`${input.origin}: malformed YAML/JSON: ${msg}`);
   }
   if (doc === null || doc === undefined) return undefined;

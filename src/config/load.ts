@@ -11,6 +11,7 @@ import { addressProblem, validateProxyConfig } from "./validate.ts";
 import { FILE_LIMITS } from "../lib/boundedfile.ts";
 import { buildNodeIdentity, type InterfaceTable } from "./node.ts";
 import { compliancePolicyProblem } from "../lib/compliance.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export { ConfigError };
 
@@ -190,7 +191,7 @@ function readOrFail(inputs: LoadInputs, path: string, what: string, maxBytes: nu
   try {
     return inputs.readFile(path, maxBytes);
   } catch (e) {
-    throw new ConfigError(`${what} ${path}: cannot be read: ${(e as Error).message}`);
+    throw new ConfigError(`${what} ${path}: cannot be read: ${errorMessage(e)}`, { cause: e });
   }
 }
 
@@ -200,7 +201,7 @@ function readDownward(inputs: LoadInputs, path: string): Record<string, string> 
   try {
     return inputs.parseDownward(text, path);
   } catch (e) {
-    throw e instanceof ConfigError ? e : new ConfigError((e as Error).message);
+    throw e instanceof ConfigError ? e : new ConfigError(errorMessage(e));
   }
 }
 

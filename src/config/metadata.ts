@@ -9,6 +9,7 @@
 // key the typed JSON lacks. StringBool fields serialize as "true"/"false", omitted when false.
 
 import type { ProxyConfig } from "./proxyconfig.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface PlatformInfo {
   /** PLATFORM_METADATA (gcp_project, aws_region...); empty for none. */
@@ -223,7 +224,7 @@ export function buildNode(inp: NodeMetadataInputs): BootstrapNode {
       if (typeof obj !== "object" || obj === null || Array.isArray(obj)) throw new Error("not a JSON object");
       Object.assign(raw, obj);
     } catch (e) {
-      problems.push(`${k}: invalid JSON object ${JSON.stringify(v)}: ${(e as Error).message}`);
+      problems.push(`${k}: invalid JSON object ${JSON.stringify(v)}: ${errorMessage(e)}`);
     }
   }
   if (inp.dnsProxyAddr) raw.DNS_PROXY_ADDR = inp.dnsProxyAddr;

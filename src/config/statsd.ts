@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // statsdUdpAddress resolved to an IP before the bootstrap is rendered, as pilot-agent's
 // ConstructProxyConfig does (network.ResolveAddr): Envoy's statsd sink takes a socket address, and a
 // host name there is rejected. The first IPv4 address wins, else the last address returned; on
@@ -44,7 +45,7 @@ export async function resolveAddr(addr: string, lookup: IpLookup, timeoutMs = RE
   try {
     hp = splitHostPort(addr);
   } catch (e) {
-    return { ok: false, error: (e as Error).message };
+    return { ok: false, error: errorMessage(e) };
   }
   const port = /^\d{1,5}$/.test(hp.port) ? Number(hp.port) : NaN;
   if (!(port >= 0 && port <= 65535)) return { ok: false, error: `address ${addr}: invalid port ${JSON.stringify(hp.port)}` };
@@ -57,7 +58,7 @@ export async function resolveAddr(addr: string, lookup: IpLookup, timeoutMs = RE
       new Promise<never>((_, reject) => ac.signal.addEventListener("abort", () => reject(new Error(`no answer within ${timeoutMs / 1000}s`)), { once: true })),
     ]);
   } catch (e) {
-    return { ok: false, error: `lookup failed for IP address: lookup ${hp.host}: ${(e as Error).message}` };
+    return { ok: false, error: `lookup failed for IP address: lookup ${hp.host}: ${errorMessage(e)}` };
   } finally {
     clearTimeout(timer);
   }

@@ -13,6 +13,7 @@ import { dirname } from "node:path";
 import type { TokenSource } from "../ca/token.ts";
 import type { Logger } from "../lib/log.ts";
 import { jwtExpiryMs } from "./jwtexp.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** Istio's gracePeriod: a token this close to expiry is fetched again. */
 export const GCE_TOKEN_GRACE_MS = 25 * 60_000;
@@ -64,7 +65,7 @@ export class GceCredentialFetcher implements TokenSource {
       return await this.refresh();
     } catch (e) {
       if (c && c.expMs !== undefined && now < c.expMs) {
-        this.opts.log.warn(`GCE identity token refresh failed, using the cached token until it expires: ${(e as Error).message}`);
+        this.opts.log.warn(`GCE identity token refresh failed, using the cached token until it expires: ${errorMessage(e)}`);
         return c.token;
       }
       throw e;
@@ -84,14 +85,14 @@ export class GceCredentialFetcher implements TokenSource {
       this.fetches++;
       body = await this.opts.metadataGet(suffix);
     } catch (e) {
-      throw new CredentialError(`Failed to get vm identity token from metadata server: ${(e as Error).message}`, { cause: e });
+      throw new CredentialError(`Failed to get vm identity token from metadata server: ${errorMessage(e)}`, { cause: e });
     }
     const token = body.trim();
     if (token === "") throw new CredentialError("the GCE metadata server answered an empty identity token");
     try {
       (this.opts.writeToken ?? writeTokenFile)(this.opts.jwtPath, body);
     } catch (e) {
-      throw new CredentialError(`writing the vm identity token to ${this.opts.jwtPath}: ${(e as Error).message}`, { cause: e });
+      throw new CredentialError(`writing the vm identity token to ${this.opts.jwtPath}: ${errorMessage(e)}`, { cause: e });
     }
     this.cached = { token, expMs: jwtExpiryMs(token) };
     this.opts.log.debug(`Got GCE identity token: ${token.length} bytes`);

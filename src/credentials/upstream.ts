@@ -9,6 +9,7 @@ import type { Logger } from "../lib/log.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { IstiodUpstream, nodeFiles, type StreamMeta, type Upstream, type UpstreamHandlers, type UpstreamStream } from "../xds/upstream.ts";
 import { dialConfigFrom } from "../xds/upstream-config.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export class TokenFirstUpstream implements Upstream {
   constructor(
@@ -28,7 +29,7 @@ export class TokenFirstUpstream implements Upstream {
     const queued: Uint8Array[] = [];
     void this.tokens
       .token()
-      .catch((e: Error) => this.log.warn(`xDS: no token from ${this.tokens.describe}: ${e.message}`))
+      .catch((e: unknown) => this.log.warn(`xDS: no token from ${this.tokens.describe}: ${errorMessage(e)}`))
       .then(() => {
         if (closed) return handlers.onClose({ code: 1, message: "stream closed by the agent" }, false);
         inner = this.inner.open(meta, handlers);

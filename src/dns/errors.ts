@@ -7,7 +7,8 @@ export class DnsError extends Error {
   constructor(
     readonly kind: DnsErrorKind,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }

@@ -14,6 +14,8 @@ import type { UpstreamTransport } from "./forwarder.ts";
 import { DnsProxy } from "./proxy.ts";
 import { ALTERNATE_RESOLV_CONF, bindAddresses, parseResolvConf, planDns, upstreamServers } from "./resolvconf.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export { dnsProxyEnabled } from "./enabled.ts";
 
@@ -41,12 +43,12 @@ export function createDnsProxy(cfg: AgentConfig, deps: DnsProxyDeps): DnsProxy {
   try {
     text = readBoundedTextSync(plan.resolvConfPath, FILE_LIMITS.system);
   } catch (e) {
-    throw new DnsError("resolvconf", `failed to load ${plan.resolvConfPath}: ${(e as Error).message}`);
+    throw new DnsError("resolvconf", `failed to load ${plan.resolvConfPath}: ${errorMessage(e)}`, { cause: e });
   }
   const rc = parseResolvConf(text);
   const { upstreams, ignored } = upstreamServers(rc.servers, deps.upstreamPort);
   if (ignored.length) log.warn(`${plan.resolvConfPath}: nameserver entries that are not IP addresses are ignored`, { entries: ignored });
-  if (upstreams.length === 0) log.warn(`${plan.resolvConfPath} lists no nameserver: names outside the mesh will get SERVFAIL`);
+  if (upstreams.length === 0) log.warn(`${plan.resolvConfPath} lists no nameserver: names outside the mesh will get SERVFAIL`, ids({ path: plan.resolvConfPath }));
   return new DnsProxy({
     listen: bindAddresses(plan.addr, rc.servers),
     upstreams,

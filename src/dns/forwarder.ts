@@ -7,6 +7,7 @@
 import * as packet from "dns-packet";
 import type { Logger } from "../lib/log.ts";
 import { joinHostPort, type HostPort } from "./resolvconf.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export type Protocol = "udp" | "tcp";
 
@@ -95,7 +96,7 @@ export function replyProblem(query: Uint8Array, reply: Uint8Array): string | und
   try {
     packet.decode(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
   } catch (e) {
-    return `malformed reply: ${(e as Error).message}`;
+    return `malformed reply: ${errorMessage(e)}`;
   }
   return undefined;
 }

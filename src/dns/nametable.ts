@@ -6,6 +6,7 @@ import protobuf from "protobufjs";
 import ndsProtoText from "../../proto/nds.proto" with { type: "text" };
 import { DnsError } from "./errors.ts";
 import { checkedInput } from "../lib/protobuf-input.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const NAME_TABLE_TYPE_URL = "type.googleapis.com/istio.networking.nds.v1.NameTable";
 
@@ -50,7 +51,7 @@ export function nameTableCodec(): NameTableCodec {
       try {
         msg = T.decode(checkedInput(bytes));
       } catch (e) {
-        throw new DnsError("nametable", `malformed istio.networking.nds.v1.NameTable (${bytes.length} bytes): ${(e as Error).message}`);
+        throw new DnsError("nametable", `malformed istio.networking.nds.v1.NameTable (${bytes.length} bytes): ${errorMessage(e)}`, { cause: e });
       }
       const obj = T.toObject(msg, { arrays: true, objects: true, defaults: true }) as { table: Record<string, Partial<NameInfo>> };
       const table: Record<string, NameInfo> = {};

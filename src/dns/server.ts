@@ -9,6 +9,7 @@ import { DnsError } from "./errors.ts";
 import type { Protocol } from "./forwarder.ts";
 import type { Reply } from "./handler.ts";
 import { joinHostPort, type HostPort } from "./resolvconf.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export type PacketHandler = (bytes: Uint8Array, protocol: Protocol) => Reply | Promise<Reply>;
 
@@ -89,7 +90,7 @@ async function bindPair(a: HostPort, handle: PacketHandler, log: Logger, tcpIdle
       lastErr = e;
     }
   }
-  throw new DnsError("listen", `Failed to listen on ${joinHostPort(a.host, a.port)}: ${(lastErr as Error)?.message ?? lastErr}`);
+  throw new DnsError("listen", `Failed to listen on ${joinHostPort(a.host, a.port)}: ${errorMessage(lastErr)}`, { cause: lastErr });
 }
 
 function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {

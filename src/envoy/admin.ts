@@ -4,6 +4,7 @@
 
 import { drainListenersPath } from "./drainplan.ts";
 import { EnvoyError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface EnvoyAdmin {
   /** POST drain_listeners (`inboundonly&` for sidecars, `&skip_exit` for /drain). */
@@ -44,7 +45,7 @@ export class HttpEnvoyAdmin implements EnvoyAdmin {
       const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
       return { status: res.status, body: await res.text() };
     } catch (err) {
-      throw new EnvoyError(`GET ${url}: ${(err as Error).message}`, "ready", { cause: err });
+      throw new EnvoyError(`GET ${url}: ${errorMessage(err)}`, "ready", { cause: err });
     }
   }
 
@@ -54,7 +55,7 @@ export class HttpEnvoyAdmin implements EnvoyAdmin {
     try {
       res = await fetch(url, { method, signal: AbortSignal.timeout(timeoutMs) });
     } catch (err) {
-      throw new EnvoyError(`${method} ${url}: ${(err as Error).message}`, op, { cause: err });
+      throw new EnvoyError(`${method} ${url}: ${errorMessage(err)}`, op, { cause: err });
     }
     const body = await res.text().catch(() => "");
     if (res.status >= 400) throw new EnvoyError(`${method} ${url}: HTTP ${res.status} ${body.trim().slice(0, 200)}`, op);

@@ -8,6 +8,7 @@ import { accessSync, constants, statSync } from "node:fs";
 import { execWithParentDeathSignal, parentDeathSupported } from "../../native/pdeathsig.ts";
 import { EnvoyError } from "./errors.ts";
 import { bunLauncher, type Launcher } from "./process.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const ENVOY_EXEC_COMMAND = "__envoy-exec";
 
@@ -19,7 +20,7 @@ export function deathLinkedLauncher(selfCommand: readonly string[], agentPid: nu
       if (!statSync(spec.binary).isFile()) throw new Error("not a regular file");
       accessSync(spec.binary, constants.X_OK);
     } catch (err) {
-      throw new EnvoyError(`cannot start Envoy binary ${spec.binary}: ${(err as Error).message}`, "spawn", { cause: err });
+      throw new EnvoyError(`cannot start Envoy binary ${spec.binary}: ${errorMessage(err)}`, "spawn", { cause: err });
     }
     return base({ ...spec, binary: selfCommand[0]!, args: [...selfCommand.slice(1), ENVOY_EXEC_COMMAND, String(agentPid), spec.binary, ...spec.args] });
   };

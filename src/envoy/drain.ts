@@ -4,11 +4,12 @@
 // (-1), or more than `maxPollErrors` consecutive polls fail. The signal ends the wait early (Envoy
 // exited, or a second SIGTERM). Resolves with why the wait ended, for the transition log.
 
-import { sleep as realSleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import { formatGoDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { countActiveConnections, type DrainPlan } from "./drainplan.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface DrainWaitDeps {
   admin: EnvoyAdmin;
@@ -22,7 +23,7 @@ const CANCELLED = "drain wait cancelled";
 
 export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal: AbortSignal): Promise<string> {
   const { log } = deps;
-  const sleep = deps.sleep ?? realSleep;
+  const sleep = deps.sleep ?? systemClock.sleep;
   if (signal.aborted) return CANCELLED;
   if (plan.mode === "wait") {
     log.info(`Graceful termination period is ${formatGoDuration(plan.terminationDrainMs)}, starting...`);
@@ -38,7 +39,7 @@ export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal:
       stats = await deps.admin.stats("downstream_cx_active$", plan.pollTimeoutMs);
     } catch (err) {
       errors++;
-      log.error(`unable to get listener stats from Envoy: ${(err as Error).message}`);
+      log.error(`unable to get listener stats from Envoy: ${errorMessage(err)}`);
       if (errors > plan.maxPollErrors) return `error while obtaining downstream_cx_active stat (max retry ${errors} exceeded)`;
       log.warn(`Retrying (${errors} attempt) to obtain active connections...`);
       continue;

@@ -3,6 +3,7 @@
 // EXIT_ON_ZERO_ACTIVE_CONNECTIONS poller: counting downstream_cx_active from Envoy's /stats text.
 
 import { formatGoDuration } from "../lib/duration.ts";
+import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 
 export interface DrainPlan {
   /** `wait`: sleep terminationDrainDuration; `zero-connections`: min drain, then poll. */
@@ -21,6 +22,10 @@ export interface DrainPlan {
   maxPollErrors: number;
   /** Grace between SIGTERM and SIGKILL when stopping Envoy. */
   stopGraceMs: number;
+  /** After Envoy has exited, how long the other components get to stop (the shutdown budget). */
+  componentStopMs: number;
+  /** TERMINATION_GRACE_PERIOD_SECONDS in ms; undefined when unknown. */
+  terminationGraceMs?: number;
 }
 
 export interface DrainPlanInput {
@@ -31,6 +36,8 @@ export interface DrainPlanInput {
   pollIntervalMs?: number;
   pollTimeoutMs?: number;
   stopGraceMs?: number;
+  /** TERMINATION_GRACE_PERIOD_SECONDS (0 or absent: unknown). */
+  terminationGraceSeconds?: number;
 }
 
 export function resolveDrainPlan(i: DrainPlanInput): DrainPlan {
@@ -42,7 +49,9 @@ export function resolveDrainPlan(i: DrainPlanInput): DrainPlan {
     pollIntervalMs: i.pollIntervalMs ?? 1000,
     pollTimeoutMs: i.pollTimeoutMs ?? 2000,
     maxPollErrors: 4,
-    stopGraceMs: i.stopGraceMs ?? 5000,
+    stopGraceMs: i.stopGraceMs ?? SHUTDOWN_BUDGET_MS,
+    componentStopMs: SHUTDOWN_BUDGET_MS,
+    ...(i.terminationGraceSeconds ? { terminationGraceMs: i.terminationGraceSeconds * 1000 } : {}),
   };
 }
 
@@ -59,6 +68,24 @@ export function describeDrainPlan(p: DrainPlan): string {
       ? `wait terminationDrainDuration ${formatGoDuration(p.terminationDrainMs)}`
       : `wait MINIMUM_DRAIN_DURATION ${formatGoDuration(p.minimumDrainMs)}, then poll downstream_cx_active every ${formatGoDuration(p.pollIntervalMs)} until 0`;
   return `drain plan on SIGTERM: ${drain}; ${wait}; then SIGTERM Envoy, SIGKILL after ${formatGoDuration(p.stopGraceMs)}; a second signal skips the wait`;
+}
+
+/**
+ * A warning when the drain plan's longest run (its wait, Envoy's SIGKILL grace, the components'
+ * stop) is longer than the pod's termination grace period, after which kubelet SIGKILLs the pod;
+ * undefined when it fits or the grace period is unknown. With EXIT_ON_ZERO_ACTIVE_CONNECTIONS the
+ * polling has no bound of its own, so only MINIMUM_DRAIN_DURATION is counted.
+ */
+export function drainPlanWarning(p: DrainPlan): string | undefined {
+  if (p.terminationGraceMs === undefined) return undefined;
+  const wait = p.mode === "wait" ? p.terminationDrainMs : p.minimumDrainMs;
+  const waitName = p.mode === "wait" ? "terminationDrainDuration" : "MINIMUM_DRAIN_DURATION";
+  const total = wait + p.stopGraceMs + p.componentStopMs;
+  if (total <= p.terminationGraceMs) return undefined;
+  return (
+    `drain plan needs up to ${formatGoDuration(total)} (${waitName} ${formatGoDuration(wait)} + SIGKILL grace ${formatGoDuration(p.stopGraceMs)} + component stop ${formatGoDuration(p.componentStopMs)}), ` +
+    `more than TERMINATION_GRACE_PERIOD_SECONDS ${formatGoDuration(p.terminationGraceMs)}: kubelet may kill the pod before the drain ends`
+  );
 }
 
 export interface ListenerPorts {

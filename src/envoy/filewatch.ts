@@ -5,7 +5,7 @@
 // consecutive polls (a writer in the middle of a write does not trigger a restart).
 
 import { createHash } from "node:crypto";
-import { sleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import { FILE_LIMITS, readBoundedFile } from "../lib/boundedfile.ts";
 
 export type ReadFileFn = (path: string) => Promise<Uint8Array | undefined>;
@@ -68,6 +68,6 @@ export class FileChangeWatcher {
   }
 
   private async loop(signal: AbortSignal): Promise<void> {
-    while (await sleep(this.opts.intervalMs, signal)) await this.poll();
+    while (await systemClock.sleep(this.opts.intervalMs, signal)) await this.poll();
   }
 }

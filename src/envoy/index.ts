@@ -7,6 +7,7 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import { parseAnyDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Readiness } from "../lib/readiness.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
 import { HttpEnvoyAdmin } from "./admin.ts";
 import { bootstrapOverrideToJson } from "../bootstrap/override.ts";
 import { envoyEnv, envoyRunsAsProxyUser, parentShutdownSeconds, splitComponentLog } from "./args.ts";
@@ -16,6 +17,8 @@ import { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } fr
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { defaultLauncher } from "./deathlink.ts";
 import { EnvoyPidFile } from "./pidfile.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export { EnvoySupervisor, type EnvoySupervisorOptions, type ShutdownOptions } from "./supervisor.ts";
 export { lifecycleRoutes, isLoopback, type LifecycleHandler } from "./routes.ts";
@@ -39,6 +42,8 @@ export interface EnvoyDeps {
   stopGraceMs?: number;
   /** The argv prefix that runs the agent again: Envoy is started through it so it dies with the agent. */
   selfCommand?: readonly string[];
+  /** Time for the supervisor's waits and restart history (default: the real clock). */
+  clock?: Clock;
 }
 
 /** Milliseconds from a ProxyConfig duration field, or the default (with a warning) when invalid. */
@@ -64,6 +69,7 @@ export function hotRestartWatchFiles(f: { bootstrapPath: string; overrideFile?: 
 /** Map the AgentConfig to the supervisor's options. Exposed for tests and `--dry-run` style printing. */
 export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): EnvoySupervisorOptions {
   const log = deps.log.child("envoy");
+  const clock = deps.clock ?? systemClock;
   const pc = cfg.proxyConfig;
   const env = cfg.env;
   const drainDurationMs = durationField(log, "drainDuration", pc.drainDuration, 45_000);
@@ -80,7 +86,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
     try {
       configYaml = bootstrapOverrideToJson(readBoundedTextSync(file, FILE_LIMITS.config), env.HOST_IP, file);
     } catch (err) {
-      log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${(err as Error).message}`);
+      log.warn(`Failed to read bootstrap override ISTIO_BOOTSTRAP_OVERRIDE=${file}: ${errorMessage(err)}`, ids({ path: file }));
     }
   }
 
@@ -96,6 +102,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
 
   return {
     log,
+    clock,
     readiness: deps.readiness,
     binaryPath: pc.binaryPath ?? "/usr/local/bin/envoy",
     args: {
@@ -119,6 +126,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
       exitOnZeroActiveConnections: env.EXIT_ON_ZERO_ACTIVE_CONNECTIONS,
       terminationDrainMs,
       minimumDrainMs: env.MINIMUM_DRAIN_DURATION,
+      terminationGraceSeconds: env.TERMINATION_GRACE_PERIOD_SECONDS,
       ...(deps.stopGraceMs !== undefined ? { stopGraceMs: deps.stopGraceMs } : {}),
     }),
     knownListeners: knownIstioListeners({
@@ -149,7 +157,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
           return false;
         }
       },
-      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      sleep: (ms) => clock.sleep(ms).then(() => undefined),
     }),
   };
 }

@@ -8,7 +8,10 @@ import { readFileSync, rmSync } from "node:fs";
 import { atomicWriteFileSync } from "../lib/atomicwrite.ts";
 import { readBoundedTextSync } from "../lib/boundedfile.ts";
 import type { Logger } from "../lib/log.ts";
+import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { parseProcStat } from "./reaper.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface EnvoyPidFileDeps {
   log: Logger;
@@ -39,7 +42,7 @@ export class EnvoyPidFile {
     try {
       atomicWriteFileSync(this.path, `${pid} ${startTime} ${binary}\n`, 0o644);
     } catch (e) {
-      this.deps.log.warn(`cannot record Envoy's pid in ${this.path}: ${(e as Error).message}`);
+      this.deps.log.warn(`cannot record Envoy's pid in ${this.path}: ${errorMessage(e)}`, ids({ path: this.path }));
     }
   }
 
@@ -53,14 +56,14 @@ export class EnvoyPidFile {
     this.clear();
     if (!rec || !this.isSameProcess(rec)) return undefined;
     const { log, kill, sleep } = this.deps;
-    log.warn(`stopping Envoy (pid ${rec.pid}) left running by an earlier run of the agent (${this.path})`);
+    log.warn(`stopping Envoy (pid ${rec.pid}) left running by an earlier run of the agent (${this.path})`, ids({ pid: rec.pid, path: this.path }));
     kill(rec.pid, "SIGTERM");
-    const deadline = this.deps.graceMs ?? 5000;
+    const deadline = this.deps.graceMs ?? SHUTDOWN_BUDGET_MS;
     for (let waited = 0; waited < deadline; waited += 50) {
       if (!this.isSameProcess(rec)) return rec.pid;
       await sleep(50);
     }
-    log.warn(`Envoy (pid ${rec.pid}) ignored SIGTERM for ${deadline} ms; sending SIGKILL`);
+    log.warn(`Envoy (pid ${rec.pid}) ignored SIGTERM for ${deadline} ms; sending SIGKILL`, ids({ pid: rec.pid }));
     kill(rec.pid, "SIGKILL");
     for (let waited = 0; waited < 2000 && this.isSameProcess(rec); waited += 50) await sleep(50);
     return rec.pid;
@@ -75,7 +78,7 @@ export class EnvoyPidFile {
     }
     const m = /^(\d+) (\d+) (.+)\n?$/.exec(text);
     if (!m) {
-      this.deps.log.warn(`ignoring ${this.path}: not "<pid> <start time> <binary>"`);
+      this.deps.log.warn(`ignoring ${this.path}: not "<pid> <start time> <binary>"`, ids({ path: this.path }));
       return undefined;
     }
     return { pid: Number(m[1]), startTime: m[2]!, binary: m[3]! };

@@ -4,6 +4,7 @@
 // /dev/null; stdout/stderr are inherited as in Istio.
 
 import { EnvoyError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface LaunchSpec {
   binary: string;
@@ -42,7 +43,7 @@ export const bunLauncher: Launcher = (spec) => {
       ...(spec.gid !== undefined ? { gid: spec.gid } : {}),
     });
   } catch (err) {
-    throw new EnvoyError(`cannot start Envoy binary ${spec.binary}: ${(err as Error).message}`, "spawn", { cause: err });
+    throw new EnvoyError(`cannot start Envoy binary ${spec.binary}: ${errorMessage(err)}`, "spawn", { cause: err });
   }
   const exited = proc.exited.then(() => {
     const sig = proc.signalCode;

@@ -13,7 +13,7 @@
 // waitpid comes from libc through bun:ffi, which works inside the compiled binary.
 
 import { readdirSync, readFileSync } from "node:fs";
-import { sleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 
 export interface ProcEntry {
@@ -119,7 +119,7 @@ export class ChildReaper {
     }
     this.opts.log.info(`reaping orphaned child processes every ${this.opts.intervalMs ?? 1000}ms (agent is PID ${this.opts.selfPid})`);
     void (async () => {
-      while (await sleep(this.opts.intervalMs ?? 1000, signal)) this.scan();
+      while (await systemClock.sleep(this.opts.intervalMs ?? 1000, signal)) this.scan();
     })();
   }
 

@@ -4,13 +4,14 @@
 // change. The lifecycle is the state machine in state.ts; every transition is logged here.
 
 import { rmSync } from "node:fs";
-import { sleep, type Component } from "../lib/component.ts";
+import type { Component } from "../lib/component.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
 import type { LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import type { EnvoyAdmin } from "./admin.ts";
 import { argsForLog, envoyArgs, type EnvoyArgsOptions } from "./args.ts";
-import { describeDrainPlan, type DrainPlan } from "./drainplan.ts";
+import { describeDrainPlan, drainPlanWarning, type DrainPlan } from "./drainplan.ts";
 import { waitForDrain } from "./drain.ts";
 import { EnvoyError } from "./errors.ts";
 import { FileChangeWatcher } from "./filewatch.ts";
@@ -20,6 +21,8 @@ import { ChildReaper, type ChildReaperOptions } from "./reaper.ts";
 import { decideRestart, type RestartPolicy } from "./restart.ts";
 import { describeEvent, isLive, transition, type SupervisorEvent, type SupervisorState } from "./state.ts";
 import { formatGoDuration } from "../lib/duration.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface EnvoySupervisorOptions {
   log: Logger;
@@ -43,9 +46,8 @@ export interface EnvoySupervisorOptions {
   launcher?: Launcher;
   /** Records the running Envoy; at start, an Envoy left by an earlier run of the agent is stopped. */
   pidFile?: EnvoyPidFile;
-  now?: () => number;
-  /** Timed waits (drain, restart backoff, stop grace); tests pass a manual one. */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<boolean>;
+  /** Restart history and timed waits (drain, restart backoff, stop grace); tests pass a manual one. */
+  clock?: Clock;
 }
 
 export interface ShutdownOptions {
@@ -79,15 +81,13 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   private hotRestartChain: Promise<void> = Promise.resolve();
   private resolveExited!: (code: number) => void;
   private readonly launcher: Launcher;
-  private readonly now: () => number;
-  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<boolean>;
+  private readonly clock: Clock;
   private readonly log: Logger;
 
   constructor(private readonly opts: EnvoySupervisorOptions) {
     this.exited = new Promise((r) => (this.resolveExited = r));
     this.launcher = opts.launcher ?? bunLauncher;
-    this.now = opts.now ?? Date.now;
-    this.sleep = opts.sleep ?? sleep;
+    this.clock = opts.clock ?? systemClock;
     this.log = opts.log;
   }
 
@@ -110,6 +110,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     if (this.stateNow !== "idle") throw new EnvoyError(`envoy supervisor already started (state ${this.stateNow})`, "start");
     const o = this.opts;
     this.log.info(describeDrainPlan(o.drainPlan));
+    const tooLong = drainPlanWarning(o.drainPlan);
+    if (tooLong) this.log.warn(tooLong);
     const r = o.restart;
     this.log.info(
       r.mode === "never"
@@ -172,7 +174,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       await this.opts.admin.drainListeners(this.opts.drainPlan.inboundOnly, true);
       this.log.info("Envoy listeners draining (skip_exit); a later SIGTERM stops Envoy immediately");
     } catch (err) {
-      this.log.warn(`Error in invoking drain listeners endpoint: ${(err as Error).message}`);
+      this.log.warn(`Error in invoking drain listeners endpoint: ${errorMessage(err)}`);
     }
   }
 
@@ -246,7 +248,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     try {
       proc = this.launcher({ binary: this.opts.binaryPath, args, env: this.opts.env, ...(this.opts.runAs ?? {}) });
     } catch (err) {
-      const msg = (err as Error).message;
+      const msg = errorMessage(err);
       this.log.error(msg);
       this.startError = msg;
       this.onSpawnFailed();
@@ -265,7 +267,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     if (this.alive.size > 0) return; // a hot restart failed; the running epoch keeps serving
     // No process came up: account it like a failed process (first start: no restart).
     const first = this.restartHistory.length === 0 && this.newestEpoch < 0;
-    const decision = first ? undefined : decideRestart(this.opts.restart, this.restartHistory, this.now());
+    const decision = first ? undefined : decideRestart(this.opts.restart, this.restartHistory, this.clock.now());
     if (decision?.restart) {
       this.restartHistory = decision.history;
       this.fire({ type: "exited", epoch: 0, last: true, restart: true, status: "spawn failed" });
@@ -281,13 +283,13 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     const what = this.opts.hotRestart ? `Envoy epoch ${entry.epoch} (pid ${entry.proc.pid})` : `Envoy (pid ${entry.proc.pid})`;
     const stopping = this.stateNow === "draining" || this.stateNow === "stopping";
     if (st.signal === "SIGKILL" && !this.sigkilled.has(entry.proc.pid)) {
-      this.log.warn(`${what} was killed by SIGKILL: possibly OOM-killed; check memory usage and limits`);
+      this.log.warn(`${what} was killed by SIGKILL: possibly OOM-killed; check memory usage and limits`, ids({ pid: entry.proc.pid }));
     } else if (st.signal !== null) {
-      this.log[stopping ? "info" : "warn"](`${what} was killed by signal ${st.signal}`);
+      this.log[stopping ? "info" : "warn"](`${what} was killed by signal ${st.signal}`, ids({ pid: entry.proc.pid }));
     } else if (st.code === 0) {
-      this.log.info(`${what} exited normally`);
+      this.log.info(`${what} exited normally`, ids({ pid: entry.proc.pid }));
     } else {
-      this.log[stopping ? "warn" : "error"](`${what} exited with ${describeExit(st)}`);
+      this.log[stopping ? "warn" : "error"](`${what} exited with ${describeExit(st)}`, ids({ pid: entry.proc.pid }));
     }
     if (entry.epoch === this.newestEpoch) this.newestStatus = st;
     const last = this.alive.size === 0;
@@ -309,7 +311,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       this.fire({ type: "exited", epoch: entry.epoch, last, restart: false, status: describeExit(st) });
       return;
     }
-    const decision = decideRestart(this.opts.restart, this.restartHistory, this.now());
+    const decision = decideRestart(this.opts.restart, this.restartHistory, this.clock.now());
     this.restartHistory = decision.history;
     if (!decision.restart) {
       if (never) {
@@ -343,7 +345,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     this.log.info(`restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`);
     const ac = new AbortController();
     this.backoff = ac;
-    void this.sleep(delayMs, ac.signal).then((due) => {
+    void this.clock.sleep(delayMs, ac.signal).then((due) => {
       if (due) this.fire({ type: "restart-due" });
     });
   }
@@ -373,7 +375,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     for (const e of epochs) this.kill(e, "SIGTERM");
     const ac = new AbortController();
     const all = Promise.all(epochs.map((e) => e.done));
-    const graceOver = this.sleep(this.opts.drainPlan.stopGraceMs, ac.signal);
+    const graceOver = this.clock.sleep(this.opts.drainPlan.stopGraceMs, ac.signal);
     const first = await Promise.race([all.then(() => "exited" as const), graceOver.then(() => "grace" as const)]);
     if (first === "grace") {
       const left = epochs.filter((e) => this.alive.has(e.epoch));
@@ -397,9 +399,9 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     try {
       await this.opts.admin.drainListeners(plan.inboundOnly, false);
     } catch (err) {
-      this.log.warn(`Error in invoking drain listeners endpoint: ${(err as Error).message}`);
+      this.log.warn(`Error in invoking drain listeners endpoint: ${errorMessage(err)}`);
     }
-    const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: this.sleep }, ac.signal);
+    const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: (ms, s) => this.clock.sleep(ms, s) }, ac.signal);
     this.fire({ type: "drain-over", why });
   }
 
@@ -437,7 +439,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
       try {
         rmSync(f, { force: true });
       } catch (err) {
-        this.log.warn(`Failed to delete config file ${f}: ${(err as Error).message}`);
+        this.log.warn(`Failed to delete config file ${f}: ${errorMessage(err)}`, ids({ path: f }));
       }
     }
     this.log.info(`envoy supervisor done; agent exit code ${this.exitCode}`);

@@ -10,6 +10,7 @@ import type { CaptureConfig } from "./config.ts";
 import { XtablesError, type IptablesVersion, type Xtables } from "./deps.ts";
 import { generateRules } from "./rules.ts";
 import { verifyState } from "./state.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export class CaptureError extends Error {
   override name = "CaptureError";
@@ -60,7 +61,7 @@ export async function runCapture(cfg: CaptureConfig, xt: Xtables, log: Logger): 
     v6 = await xt.detect(true);
   } catch (e) {
     if (cfg.ENABLE_INBOUND_IPV6) throw e;
-    log.warn(`Failed to detect a working ip6tables binary; continuing because IPv6 support is disabled (ENABLE_INBOUND_IPV6=false): ${(e as Error).message}`);
+    log.warn(`Failed to detect a working ip6tables binary; continuing because IPv6 support is disabled (ENABLE_INBOUND_IPV6=false): ${errorMessage(e)}`);
   }
   try {
     const { builder, warnings } = generateRules(cfg);
@@ -89,7 +90,7 @@ async function tryAll(xt: Xtables, ver: IptablesVersion, cmds: readonly string[]
     try {
       await xt.run("iptables", ver, cmd);
     } catch (e) {
-      log.debug(`Ignoring iptables command error: ${(e as Error).message}`);
+      log.debug(`Ignoring iptables command error: ${errorMessage(e)}`);
     }
   }
 }

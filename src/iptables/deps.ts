@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // The process boundary of the capture: running iptables, iptables-save and iptables-restore.
 // `DryRunXtables` records what would run (Istio's DependenciesStub: its transcript is the golden
 // files' format); `RealXtables` runs the detected binaries through an injected `Exec`.
@@ -131,17 +132,17 @@ export class RealXtables implements Xtables {
       const legacy = await this.probe(`${p}-legacy`);
       if (legacy.existingRules) return legacy;
     } catch (e) {
-      errors.push((e as Error).message);
+      errors.push(errorMessage(e));
     }
     try {
       return await this.probe(`${p}-nft`);
     } catch (e) {
-      errors.push((e as Error).message);
+      errors.push(errorMessage(e));
     }
     try {
       return await this.probe(p);
     } catch (e) {
-      errors.push((e as Error).message);
+      errors.push(errorMessage(e));
       throw new XtablesError(`no usable ${p} binary found: ${errors.join("; ")}`, p, 1, "");
     }
   }
@@ -149,7 +150,7 @@ export class RealXtables implements Xtables {
   private async probe(bin: string): Promise<IptablesVersion> {
     const { exec } = this.opts;
     const save = `${bin}-save`;
-    const dump = await exec(save, []).catch((e: Error) => ({ code: 127, stdout: "", stderr: e.message }));
+    const dump = await exec(save, []).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
     if (dump.code !== 0) throw new XtablesError(`failed to execute ${save}: ${(dump.stderr || dump.stdout).trim() || `exit status ${dump.code}`}`, save, dump.code, dump.stderr);
     const verOut = await exec(save, ["--version"]).catch(() => ({ code: 1, stdout: "", stderr: "" }));
     let version = [0, 0, 0];
@@ -162,7 +163,7 @@ export class RealXtables implements Xtables {
     }
     const ver: IptablesVersion = { binary: bin, saveBinary: save, restoreBinary: `${bin}-restore`, version, legacy, existingRules: hasRules(dump.stdout) };
     const wait = needsLock(ver) ? [`--wait=${this.opts.lockWaitSeconds ?? 30}`] : [];
-    const add = await exec(bin, [...PROBE_RULE, ...wait]).catch((e: Error) => ({ code: 127, stdout: "", stderr: e.message }));
+    const add = await exec(bin, [...PROBE_RULE, ...wait]).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
     if (add.code !== 0 || add.stderr.includes("does not exist")) {
       throw new XtablesError(`iptables binary ${bin} has no loaded kernel support and cannot be used: ${add.stderr.trim()}`, bin, add.code, add.stderr);
     }
@@ -177,7 +178,7 @@ export class RealXtables implements Xtables {
     const bin = commandName(ver, cmd);
     const full = cmd !== "save" && needsLock(ver) ? [...args, `--wait=${this.opts.lockWaitSeconds ?? 30}`] : [...args];
     this.opts.debug?.(`running ${bin} ${full.join(" ")}`);
-    const r = await this.opts.exec(bin, full, stdin !== undefined ? { stdin } : {}).catch((e: Error) => ({ code: 127, stdout: "", stderr: e.message }));
+    const r = await this.opts.exec(bin, full, stdin !== undefined ? { stdin } : {}).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
     if (r.code !== 0) {
       throw new XtablesError(`${bin} ${full.join(" ")}: ${xtablesErrorMessage(r.stderr, r.code)}`, bin, r.code, r.stderr);
     }

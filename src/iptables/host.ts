@@ -5,6 +5,7 @@ import { networkInterfaces } from "node:os";
 import { splitDnsServers, type CaptureHost } from "./config.ts";
 import { isLinkLocal, isLoopback, parseAddr } from "./net.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** `nameserver <addr>` lines of a resolv.conf, in order. */
 export function parseResolvConf(text: string): string[] {
@@ -59,7 +60,7 @@ export function systemHost(paths: SystemHostPaths = {}): CaptureHost {
       try {
         return splitDnsServers(parseResolvConf(readBoundedTextSync(path, FILE_LIMITS.system)));
       } catch (e) {
-        throw new Error(`failed to load ${path}: ${(e as Error).message}`);
+        throw new Error(`failed to load ${path}: ${errorMessage(e)}`, { cause: e });
       }
     },
     lookupUid(user) {

@@ -11,6 +11,7 @@ import { compareVersion, type Exec } from "./deps.ts";
 import { NFT_FAMILY, NFT_TABLES, renderCleanupProgram, renderProgram } from "./nft-builder.ts";
 import { generateNftRules } from "./nft-rules.ts";
 import { diffSummaries, NftState, NftStateError, summaryFromJson, type NftSummary } from "./nft-state.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** knftables (which Istio uses) needs nft 1.0.1 or later. */
 export const MIN_NFT_VERSION = [1, 0, 1];
@@ -28,7 +29,7 @@ export function realNft(exec: Exec, debug?: (msg: string) => void): NftRunner {
   return {
     async run(args, stdin) {
       debug?.(`running nft ${args.join(" ")}`);
-      const r = await exec("nft", args, stdin !== undefined ? { stdin } : {}).catch((e: Error) => ({ code: 127, stdout: "", stderr: e.message }));
+      const r = await exec("nft", args, stdin !== undefined ? { stdin } : {}).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
       if (r.code !== 0) throw new NftError(`nft ${args.join(" ")}: ${r.stderr.trim() || `exit status ${r.code}`}`);
       return r.stdout;
     },
@@ -83,12 +84,12 @@ export async function runNftCapture(cfg: CaptureConfig, nft: NftRunner | undefin
   try {
     await nft.run(["-c", "-f", "-"], full);
   } catch (e) {
-    throw new CaptureError(`the generated nftables program was rejected by nft --check; nothing was applied: ${(e as Error).message}\n${full.trim()}`);
+    throw new CaptureError(`the generated nftables program was rejected by nft --check; nothing was applied: ${errorMessage(e)}\n${full.trim()}`, { cause: e });
   }
   try {
     await nft.run(["-f", "-"], full);
   } catch (e) {
-    throw new CaptureError(`nftables run failed: ${(e as Error).message}`);
+    throw new CaptureError(`nftables run failed: ${errorMessage(e)}`, { cause: e });
   }
   log.info(cfg.CLEANUP_ONLY ? `nftables tables removed:\n${full.trim()}` : `nftables rules programmed:\n${program.trim()}`);
 
@@ -97,7 +98,7 @@ export async function runNftCapture(cfg: CaptureConfig, nft: NftRunner | undefin
   try {
     got = summaryFromJson(await nft.run(["-j", "list", "ruleset", NFT_FAMILY]), NFT_FAMILY, NFT_TABLES);
   } catch (e) {
-    throw new CaptureError(`could not read back the nftables ruleset: ${(e as Error).message}`);
+    throw new CaptureError(`could not read back the nftables ruleset: ${errorMessage(e)}`, { cause: e });
   }
   const diff = diffSummaries(want, got);
   if (diff.length > 0) throw new CaptureError(`the nftables ruleset read back after applying differs from the program: ${diff.join("; ")}`);

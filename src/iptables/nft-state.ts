@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // A model of nftables state for the subset of nft commands our transactions use (add/flush/delete
 // table, add chain, add/insert rule): applying a transaction to it gives the state nft should end
 // up in, dumped the way knftables' Fake does (the nftables-builder goldens), or summarised per
@@ -127,7 +128,7 @@ export function summaryFromJson(json: string, family: string, names: readonly st
   try {
     doc = JSON.parse(json) as { nftables?: NftJsonObject[] };
   } catch (e) {
-    throw new NftStateError(`nft -j list ruleset: output is not JSON: ${(e as Error).message}`);
+    throw new NftStateError(`nft -j list ruleset: output is not JSON: ${errorMessage(e)}`, { cause: e });
   }
   if (!Array.isArray(doc.nftables)) throw new NftStateError("nft -j list ruleset: output has no nftables array");
   const wanted = new Set(names);

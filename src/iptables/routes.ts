@@ -5,6 +5,7 @@
 import type { Logger } from "../lib/log.ts";
 import type { CaptureConfig } from "./config.ts";
 import type { Exec } from "./deps.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export class RouteError extends Error {
   override name = "RouteError";
@@ -44,7 +45,7 @@ export async function configureRoutes(cfg: CaptureConfig, exec: Exec, log: Logge
         continue;
       }
     }
-    const r = await exec("ip", cmd.args).catch((e: Error) => ({ code: 127, stdout: "", stderr: e.message }));
+    const r = await exec("ip", cmd.args).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
     if (r.code !== 0 && !(cmd.ignoreExists && /file exists|already assigned/i.test(r.stderr))) {
       throw new RouteError(`failed to configure routes: ip ${cmd.args.join(" ")}: ${r.stderr.trim() || `exit status ${r.code}`}`);
     }

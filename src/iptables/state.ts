@@ -4,6 +4,7 @@
 import type { Logger } from "../lib/log.ts";
 import { buildCheck, buildRestore, stateFromSave, type RuleBuilder, type TableState } from "./builder.ts";
 import type { IptablesVersion, Xtables } from "./deps.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface StateVerdict {
   /** ISTIO residue from an earlier run exists (in a family with planned rules). */
@@ -50,7 +51,7 @@ export async function verifyState(xt: Xtables, rb: RuleBuilder, v4: IptablesVers
     try {
       output = await xt.run("save", ver, []);
     } catch (e) {
-      log.warn(`[${name}] iptables-save failed. Assuming clean state: ${(e as Error).message}`);
+      log.warn(`[${name}] iptables-save failed. Assuming clean state: ${errorMessage(e)}`);
       results.push({ residue: false, delta: planned, planned, name });
       continue;
     }

@@ -5,11 +5,13 @@
 
 import { NflogSocket, type NflogPacket } from "../../native/nflog.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
-import { sleep, type Component } from "../lib/component.ts";
+import type { Component } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import type { Fields, Logger } from "../lib/log.ts";
 import { TRACE_NFLOG_GROUP } from "./builder.ts";
 import { formatAddr } from "./net.ts";
 import { TRACE_COMMENTS } from "./rules.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface NflogSource {
   drain(): NflogPacket[];
@@ -63,7 +65,7 @@ export class IptablesTracer implements Component {
       src = await this.o.open();
     } catch (e) {
       // Debugging aid only: report and let the agent run without it (as Istio does).
-      this.o.log.error(`could not open nflog socket: ${(e as Error).message}`);
+      this.o.log.error(`could not open nflog socket: ${errorMessage(e)}`);
       return;
     }
     this.o.log.info(`starting iptables trace logging (NFLOG group ${TRACE_NFLOG_GROUP})`);
@@ -82,10 +84,10 @@ export class IptablesTracer implements Component {
           this.o.log.warn(`log failed: NFLOG receive buffer overrun, ${src.overruns - overruns} batch(es) of trace messages lost`);
           overruns = src.overruns;
         }
-        await sleep(this.o.pollIntervalMs ?? 100, signal);
+        await systemClock.sleep(this.o.pollIntervalMs ?? 100, signal);
       }
     } catch (e) {
-      this.o.log.error(`iptables trace logging stopped: ${(e as Error).message}`);
+      this.o.log.error(`iptables trace logging stopped: ${errorMessage(e)}`);
     } finally {
       src.close();
     }

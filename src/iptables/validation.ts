@@ -6,7 +6,7 @@
 import net from "node:net";
 import { socketFd } from "../../native/peercred.ts";
 import type { Logger } from "../lib/log.ts";
-import { sleep } from "../lib/component.ts";
+import { systemClock } from "../lib/clock.ts";
 import { OriginalDstReader } from "./origdst.ts";
 
 export const VALIDATION_ERROR_CODE = 126;
@@ -56,10 +56,10 @@ export async function runValidation(o: ValidationOptions): Promise<void> {
           c.on("close", () => resolve());
           c.on("connect", () => c.end());
         });
-        await sleep(o.retryMs ?? 1000, stop.signal);
+        await systemClock.sleep(o.retryMs ?? 1000, stop.signal);
       }
     })();
-    const ok = await Promise.race([passed.then(() => true), sleep(o.timeoutMs, stop.signal).then(() => false)]);
+    const ok = await Promise.race([passed.then(() => true), systemClock.sleep(o.timeoutMs, stop.signal).then(() => false)]);
     stop.abort();
     await client;
     if (!ok) throw new Error("validation timeout");

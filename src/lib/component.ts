@@ -13,19 +13,3 @@ export interface Component {
   /** Resolves when everything the component started has finished after `signal` aborted. */
   stopped?(): Promise<void>;
 }
-
-/** Sleep that ends early (resolving false) when the signal aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve(false);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      resolve(false);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}

@@ -8,6 +8,7 @@
 // pflag, an unknown `--flag value` swallows the next argument when it does not start with `-`.
 
 import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { errorMessage } from "./errors.ts";
 
 export type FlagType = "string" | "bool" | "int" | "stringArray" | "duration";
 
@@ -132,7 +133,7 @@ function convert(spec: FlagSpec, raw: string, display: string, prev: string[]): 
       try {
         return parseGoDuration(raw);
       } catch (e) {
-        throw new FlagError(`invalid argument "${raw}" for "${display}" flag: ${(e as Error).message}`);
+        throw new FlagError(`invalid argument "${raw}" for "${display}" flag: ${errorMessage(e)}`, { cause: e });
       }
   }
 }

@@ -34,6 +34,18 @@ export interface LogOptions {
 
 export type Fields = Record<string, unknown>;
 
+/** Marks fields that only the JSON format carries. */
+const JSON_ONLY = Symbol("json-only fields");
+
+/**
+ * Identifiers the message already names (pid, path, type_url, stream id, file): keys of their own
+ * under `--log_as_json`, so a log pipeline can filter on them, and left out of the text line,
+ * which stays Istio's word for word. Fields not wrapped in `ids` are rendered in both formats.
+ */
+export function ids(fields: Fields): Fields {
+  return Object.defineProperty({ ...fields }, JSON_ONLY, { value: true, enumerable: false });
+}
+
 /** Parse `scope:level,scope:level` (bare level = default scope; `all:` = every scope). */
 export function parseScopedLevels(spec: string, flag = "--log_output_level"): Map<string, Level> {
   const out = new Map<string, Level>();
@@ -111,7 +123,7 @@ export class LogSink {
     if (scope !== "default") line += `${scope}\t`;
     if (caller) line += `${caller}\t`;
     line += msg;
-    if (fields) {
+    if (fields && !(JSON_ONLY in fields)) {
       for (const [k, v] of Object.entries(fields)) line += `\t${k}=${formatValue(v)}`;
     }
     this.write(line);

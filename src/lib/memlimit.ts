@@ -8,7 +8,8 @@
 // per crossing. Syntax as Go's: bytes with an optional B, KiB, MiB, GiB or TiB suffix; "off" or
 // empty means no limit.
 
-import { sleep, type Component } from "./component.ts";
+import type { Component } from "./component.ts";
+import { systemClock } from "./clock.ts";
 import type { Logger } from "./log.ts";
 
 /** Collect when the resident set passes this fraction of the limit. */
@@ -76,6 +77,6 @@ export class MemoryLimiter implements Component {
   }
 
   private async loop(signal: AbortSignal): Promise<void> {
-    while (await sleep(this.o.intervalMs ?? 1000, signal)) this.check();
+    while (await systemClock.sleep(this.o.intervalMs ?? 1000, signal)) this.check();
   }
 }

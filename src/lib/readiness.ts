@@ -7,6 +7,8 @@
 //     not check them, so they only explain more in the not-ready body.
 // A not-ready answer names every pending blocker and its last error, then the warnings.
 
+import { systemClock } from "./clock.ts";
+
 export interface BlockerState {
   name: string;
   since: number;
@@ -19,7 +21,7 @@ export class Readiness {
   private readonly pending = new Map<string, BlockerState>();
   private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = systemClock.now) {}
 
   /** Register (or re-register) a blocker; returns a handle to clear it or report errors. */
   block(name: string): Blocker {

@@ -26,6 +26,8 @@ import { localSchema, RESOURCE_KINDS, shortType, typeUrlOf } from "./schema.ts";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./snapshot.ts";
 import { SotwStream, type SotwEvent } from "./sotw.ts";
 import { XdsFileSource, type ReloadResult } from "./source.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 export const LOADED_BLOCKER = "local xDS file loaded";
@@ -188,7 +190,7 @@ export class LocalXdsServer implements Component {
     this.init = (this.opts.initAfter ?? new Promise<void>((res) => setTimeout(res, 0)))
       .then(() => this.initialise(signal))
       .catch((e: Error) => {
-        this.log.error(`local xDS: cannot serve ${this.opts.path}: ${e.message}`);
+        this.log.error(`local xDS: cannot serve ${this.opts.path}: ${e.message}`, ids({ path: this.opts.path }));
         this.blocker?.fail(e.message);
       });
   }
@@ -225,7 +227,7 @@ export class LocalXdsServer implements Component {
     this.loadedOnce = true;
     this.blocker?.clear();
     const counts = RESOURCE_KINDS.map((k) => `${snap.types.get(typeUrlOf(k))?.size ?? 0} ${k.key}`).join(", ");
-    this.log.info(`local xDS: serving ${this.opts.path} (version ${snap.version}: ${counts}) on ${this.bound}`);
+    this.log.info(`local xDS: serving ${this.opts.path} (version ${snap.version}: ${counts}) on ${this.bound}`, ids({ path: this.opts.path }));
     for (const w of this.loadWaiters.splice(0)) w();
   }
 
@@ -293,7 +295,7 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`);
+        this.log.debug(`local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
       }
     };
     this.attach(call, id, "SotW", {
@@ -318,7 +320,7 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeDeltaResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`);
+        this.log.debug(`local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
       }
     };
     this.attach(call, id, "Delta", {
@@ -337,17 +339,17 @@ export class LocalXdsServer implements Component {
   private attach(call: AdsCall, id: number, kind: string, h: { push(s: Snapshot): void; data(b: Buffer): void }): void {
     const live: LiveStream = { push: h.push, end: () => call.end() };
     this.streams.add(live);
-    this.log.debug(`local xDS: ${kind} stream ${id} opened`);
+    this.log.debug(`local xDS: ${kind} stream ${id} opened`, ids({ stream: id }));
     const close = () => {
-      if (this.streams.delete(live)) this.log.debug(`local xDS: ${kind} stream ${id} closed`);
+      if (this.streams.delete(live)) this.log.debug(`local xDS: ${kind} stream ${id} closed`, ids({ stream: id }));
     };
     const handle = (b: Buffer) => {
       try {
         h.data(b);
       } catch (e) {
-        this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${(e as Error).message}`);
+        this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${errorMessage(e)}`, ids({ stream: id }));
         close();
-        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${(e as Error).message}` });
+        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${errorMessage(e)}` });
       }
     };
     // Before the first good load, requests wait (in order) rather than see an empty world.
@@ -377,7 +379,7 @@ export class LocalXdsServer implements Component {
     if (SERVED.has(typeUrl)) return true;
     if (!ignored.has(typeUrl)) {
       ignored.add(typeUrl);
-      this.log.debug(`local xDS: stream ${id}: type ${typeUrl || "(none)"} is not served in local mode; not answering`);
+      this.log.debug(`local xDS: stream ${id}: type ${typeUrl || "(none)"} is not served in local mode; not answering`, ids({ stream: id, type_url: typeUrl }));
     }
     return false;
   }

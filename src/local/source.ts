@@ -14,6 +14,8 @@ import { shortType } from "./schema.ts";
 import { diffSnapshots, EMPTY_SNAPSHOT, type Snapshot, type TypeChange } from "./snapshot.ts";
 import { parseXdsFile } from "./xdsfile.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface XdsFileSourceOptions {
   /** Absolute path to read. */
@@ -69,7 +71,7 @@ export class XdsFileSource {
     try {
       text = await readBoundedText(path, { maxBytes: FILE_LIMITS.localXds });
     } catch (e) {
-      const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, displayPath, undefined, { cause: e });
+      const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, displayPath, undefined, { cause: e });
       if (this.lastRejected && this.lastRejected.text === undefined && this.lastRejected.error.message === error.message) return { ok: false, error };
       this.lastRejected = { error };
       return this.rejected(error);
@@ -128,9 +130,9 @@ export class XdsFileSource {
       watcher = watch(dirname(path), (_event, filename) => {
         if (!filename || filename === base || String(filename).startsWith("..")) schedule();
       });
-      watcher.on("error", (e) => log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`));
+      watcher.on("error", (e) => log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`, ids({ path: this.opts.displayPath })));
     } catch (e) {
-      log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${(e as Error).message}; polling only`);
+      log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${errorMessage(e)}; polling only`, ids({ path: this.opts.displayPath }));
     }
     let lastStat = "";
     const poll =

@@ -4,6 +4,7 @@
 
 import type { PlatformInfo } from "../config/metadata.ts";
 import { endpointsOf, type PlatformDeps, type PlatformSettings } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const AWS_REQUEST_TIMEOUT_MS = 100;
 
@@ -21,7 +22,7 @@ async function sessionToken(s: PlatformSettings, deps: PlatformDeps): Promise<st
     if (res.status !== 200) throw new Error(`status ${res.status}`);
     return res.body;
   } catch (e) {
-    deps.log.debug(`error in getting aws token (falling back to IMDSv1): ${(e as Error).message}`);
+    deps.log.debug(`error in getting aws token (falling back to IMDSv1): ${errorMessage(e)}`);
     return "";
   }
 }
@@ -37,7 +38,7 @@ async function info(path: string, s: PlatformSettings, deps: PlatformDeps, h: Re
     if (res.status !== 200) throw new Error(`status ${res.status}`);
     return res.body;
   } catch (e) {
-    deps.log.debug(`error in getting aws info for ${path}: ${(e as Error).message}`);
+    deps.log.debug(`error in getting aws info for ${path}: ${errorMessage(e)}`);
     return undefined;
   }
 }

@@ -4,6 +4,7 @@
 
 import type { PlatformInfo } from "../config/metadata.ts";
 import { endpointsOf, type PlatformDeps } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const AZURE_DEFAULT_API_VERSION = "2019-08-15";
 export const AZURE_REQUEST_TIMEOUT_MS = 5_000;
@@ -22,14 +23,14 @@ async function request(deps: PlatformDeps, query: string): Promise<Record<string
     if (res.status !== 200) deps.log.debug(`${url}: status ${res.status}`);
     body = res.body;
   } catch (e) {
-    deps.log.debug(`Azure metadata request failed: ${(e as Error).message}`);
+    deps.log.debug(`Azure metadata request failed: ${errorMessage(e)}`);
     return {};
   }
   try {
     const v = JSON.parse(body);
     return typeof v === "object" && v !== null && !Array.isArray(v) ? v : {};
   } catch (e) {
-    deps.log.warn(`Could not unmarshal Azure metadata answer from ${url}: ${(e as Error).message}`);
+    deps.log.warn(`Could not unmarshal Azure metadata answer from ${url}: ${errorMessage(e)}`);
     return {};
   }
 }

@@ -9,6 +9,7 @@ import { azurePlatform, isAzure } from "./azure.ts";
 import { gcpPlatform, isGCP } from "./gcp.ts";
 import { GceMetadataClient } from "./gcemetadata.ts";
 import type { CloudName, PlatformDeps, PlatformSettings } from "./types.ts";
+import { systemClock, type TimerHandle } from "../lib/clock.ts";
 
 /** Istio's detection budget. */
 export const DISCOVERY_TIMEOUT_MS = 5_000;
@@ -61,8 +62,8 @@ export async function discoverWithTimeout(s: PlatformSettings, deps: PlatformDep
     ["aws", () => isAWS(s, deps)],
     ["azure", async () => isAzure(deps)],
   ];
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), timeoutMs)));
+  let timer: TimerHandle | undefined;
+  const timedOut = new Promise<"timeout">((r) => (timer = (deps.clock ?? systemClock).timer(timeoutMs, () => r("timeout"))));
   const winner = new Promise<{ cloud: CloudName; info?: PlatformInfo } | undefined>((resolve) => {
     let pending = probes.length;
     const settle = () => {
@@ -80,7 +81,7 @@ export async function discoverWithTimeout(s: PlatformSettings, deps: PlatformDep
     }
   });
   const r = await Promise.race([winner, timedOut]);
-  clearTimeout(timer);
+  timer?.cancel();
   if (r === "timeout") {
     deps.log.info("timed out waiting for platform detection, treating it as Unknown");
     return { cloud: "none", info: UNKNOWN_PLATFORM };

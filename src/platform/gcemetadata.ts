@@ -5,9 +5,10 @@
 // `Metadata-Flavor: Google` header, or metadata.google.internal resolving to it.
 
 import { endpointsOf, type PlatformDeps } from "./types.ts";
+import { systemClock, type TimerHandle } from "../lib/clock.ts";
 
 /** What the client uses of the platform edges. */
-export type GceClientDeps = Pick<PlatformDeps, "http" | "readSystemFile" | "lookupHost" | "endpoints">;
+export type GceClientDeps = Pick<PlatformDeps, "http" | "readSystemFile" | "lookupHost" | "endpoints" | "clock">;
 
 const USER_AGENT = "gcloud-golang/0.1";
 /** The Go client's dial timeout; also the "worst case" of its OnGCE probe. */
@@ -80,8 +81,9 @@ export class GceMetadataClient {
     // The BIOS says GCE: a "no" from the faster probe waits (up to 5 s) for the other one.
     if (await first) return true;
     const both = Promise.all([byHttp, byDns]).then(([a, b]) => a || b);
-    const timeout = new Promise<boolean>((r) => setTimeout(() => r(false), 5_000).unref?.());
-    return Promise.race([both, timeout]);
+    let timer: TimerHandle | undefined;
+    const timeout = new Promise<boolean>((r) => (timer = (this.deps.clock ?? systemClock).timer(5_000, () => r(false))));
+    return Promise.race([both, timeout]).finally(() => timer?.cancel());
   }
 
   private systemInfoSuggestsGCE(): boolean {

@@ -4,7 +4,9 @@
 
 import type { Locality, PlatformInfo } from "../config/metadata.ts";
 import { GceMetadataClient } from "./gcemetadata.ts";
+import { gceInstanceLabels } from "./gcelabels.ts";
 import type { PlatformDeps, PlatformSettings } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const GCP_KEYS = {
   project: "gcp_project",
@@ -70,13 +72,15 @@ export async function isGCP(s: PlatformSettings, deps: PlatformDeps, client = ne
   return client.onGCE();
 }
 
-/** NewGCP + Metadata/Locality/Labels/IsKubernetes, resolved once. */
+/** NewGCP + Metadata/Locality/Labels/IsKubernetes, resolved once (labels only off Kubernetes, as Istio asks for them). */
 export async function gcpPlatform(s: PlatformSettings, deps: PlatformDeps, client = new GceMetadataClient(deps, s.gceMetadataHost)): Promise<PlatformInfo> {
   const metadata = await gcpMetadata(s, deps, client);
   const locality = await gcpLocality(s, deps, client);
   const isKubernetes = s.kubernetesServiceHostSet || (metadata?.[GCP_KEYS.cluster] ?? "") !== "";
-  // Instance labels come from the Compute API with Google default credentials; not fetched here.
-  return { metadata: metadata ?? {}, locality, labels: {}, isKubernetes };
+  const md = metadata ?? {};
+  // Off Kubernetes, Istio adds the instance's Compute API labels to STATIC_LABELS.
+  const labels = isKubernetes ? {} : await gceInstanceLabels({ project: md[GCP_KEYS.project] ?? "", location: md[GCP_KEYS.location] ?? "", instance: md[GCP_KEYS.instance] ?? "" }, client, deps);
+  return { metadata: md, locality, labels, isKubernetes };
 }
 
 async function gcpMetadata(s: PlatformSettings, deps: PlatformDeps, client: GceMetadataClient): Promise<Record<string, string> | undefined> {
@@ -105,7 +109,7 @@ async function gcpMetadata(s: PlatformSettings, deps: PlatformDeps, client: GceM
       try {
         md[key] = await fn();
       } catch (e) {
-        deps.log.debug(`Error fetching GCP Metadata property ${key}: ${(e as Error).message}`);
+        deps.log.debug(`Error fetching GCP Metadata property ${key}: ${errorMessage(e)}`);
       }
     }),
   );
@@ -121,7 +125,7 @@ async function gcpLocality(s: PlatformSettings, deps: PlatformDeps, client: GceM
     try {
       zone = await client.zone(10_000);
     } catch (e) {
-      deps.log.warn(`Error fetching GCP zone from the metadata server: ${(e as Error).message}`);
+      deps.log.warn(`Error fetching GCP zone from the metadata server: ${errorMessage(e)}`);
       return { region: "", zone: "", subZone: "" };
     }
   }

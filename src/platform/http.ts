@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // The one HTTP call the platform probes make: a request to a link-local metadata server with a
 // hard timeout and a capped body. Anything that is not an answer (refused, timed out, too big)
 // is a MetadataHttpError naming the URL; the caller decides whether that means "not this cloud".
@@ -10,6 +11,8 @@ export interface MetadataRequest {
   url: string;
   headers?: Record<string, string>;
   timeoutMs: number;
+  /** Largest answer accepted (default METADATA_BODY_CAP). */
+  capBytes?: number;
 }
 
 export interface MetadataResponse {
@@ -37,19 +40,20 @@ export const fetchMetadata: MetadataHttp = async (req) => {
   try {
     res = await fetch(req.url, { method: req.method ?? "GET", headers: req.headers ?? {}, signal, redirect: "manual", keepalive: false });
   } catch (e) {
-    const msg = signal.aborted ? `no answer within ${req.timeoutMs}ms` : (e as Error).message;
+    const msg = signal.aborted ? `no answer within ${req.timeoutMs}ms` : errorMessage(e);
     throw new MetadataHttpError(req.url, msg);
   }
   try {
-    const body = await readCapped(res, METADATA_BODY_CAP);
+    const body = await readCapped(res, req.capBytes ?? METADATA_BODY_CAP);
     return { status: res.status, headers: res.headers, body };
   } catch (e) {
-    const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : (e as Error).message;
+    const msg = signal.aborted ? `body not read within ${req.timeoutMs}ms` : errorMessage(e);
     throw new MetadataHttpError(req.url, msg);
   }
 };
 
-async function readCapped(res: Response, cap: number): Promise<string> {
+/** A response body as text, failing once it passes `cap` bytes (the rest is not read). */
+export async function readCapped(res: { body: ReadableStream<Uint8Array> | null }, cap: number): Promise<string> {
   if (!res.body) return "";
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];

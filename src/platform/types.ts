@@ -3,6 +3,7 @@
 // fakes or point the endpoints at local servers.
 
 import type { Logger } from "../lib/log.ts";
+import type { Clock } from "../lib/clock.ts";
 import type { MetadataHttp } from "./http.ts";
 
 export type CloudName = "gcp" | "aws" | "azure" | "none";
@@ -29,6 +30,8 @@ export interface PlatformEndpoints {
   awsIPv4: string;
   awsIPv6: string;
   azure: string;
+  /** Google's Compute API (GCE instance labels). */
+  computeApi: string;
 }
 
 export const DEFAULT_ENDPOINTS: PlatformEndpoints = {
@@ -36,6 +39,7 @@ export const DEFAULT_ENDPOINTS: PlatformEndpoints = {
   awsIPv4: "http://169.254.169.254",
   awsIPv6: "http://[fd00:ec2::254]",
   azure: "http://169.254.169.254",
+  computeApi: "https://compute.googleapis.com",
 };
 
 export interface PlatformDeps {
@@ -48,6 +52,8 @@ export interface PlatformDeps {
   canDial(host: string, port: number, timeoutMs: number): Promise<boolean>;
   log: Logger;
   endpoints?: Partial<PlatformEndpoints>;
+  /** Timers of the discovery budget (default: the real clock; tests pass a manual one). */
+  clock?: Pick<Clock, "timer">;
 }
 
 export function endpointsOf(deps: Pick<PlatformDeps, "endpoints">): PlatformEndpoints {

@@ -11,7 +11,7 @@ import { generateKeyAndCsr, type KeyAndCsr, type KeyOptions } from "../ca/keygen
 import type { CertificateSigner } from "../ca/signer.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Blocker } from "../lib/readiness.ts";
-import type { Clock, TimerHandle } from "./clock.ts";
+import type { Clock, TimerHandle } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { FileSecrets } from "./filesecrets.ts";
 import { contentVersion, type SecretItem } from "./item.ts";
@@ -19,6 +19,7 @@ import type { SecretMetrics } from "./metrics.ts";
 import type { OutputCertsWriter } from "./output.ts";
 import { parseResourceName, ROOT_CA, SYSTEM_ROOT_PATHS, WORKLOAD_KEY_CERT } from "./resources.ts";
 import { backoffMs, closeToExpiry, jitteredRatio, RENEW_BACKOFF, rotationDelayMs, type RotationPolicy } from "./rotation.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface WorkloadFiles {
   certChainPath: string;
@@ -141,7 +142,7 @@ export class SecretCache {
       try {
         fn(name);
       } catch (e) {
-        this.deps.log.error(`secret update listener failed for ${name}: ${(e as Error).message}`);
+        this.deps.log.error(`secret update listener failed for ${name}: ${errorMessage(e)}`);
       }
     }
   }
@@ -184,7 +185,7 @@ export class SecretCache {
         await this.writeOutput(undefined, root.rootCert);
       }
     } catch (e) {
-      this.deps.log.warn(`ROOTCA not available yet: ${(e as Error).message}`);
+      this.deps.log.warn(`ROOTCA not available yet: ${errorMessage(e)}`);
     }
   }
 
@@ -285,7 +286,7 @@ export class SecretCache {
       const w = this.workload;
       const now = this.deps.clock.now();
       const left = w ? Math.round((w.expireMs - now) / 1000) : 0;
-      const msg = `renewing the workload certificate failed (attempt ${this.renewFailures}): ${(e as Error).message}`;
+      const msg = `renewing the workload certificate failed (attempt ${this.renewFailures}): ${errorMessage(e)}`;
       this.deps.log.error(`${msg}; still serving the current certificate (expires in ${left}s), retrying in ${(delay / 1000).toFixed(1)}s`);
       if (w && closeToExpiry(w.createdMs, w.expireMs, now)) {
         this.deps.renewalBlocker?.reblock();
@@ -302,7 +303,7 @@ export class SecretCache {
       const written = await out.write({ key: item?.privateKey, chain: item?.certificateChain, root });
       if (written.length > 0) this.deps.log.info(`OUTPUT_CERTS: wrote ${written.join(", ")} in ${out.dir}`);
     } catch (e) {
-      this.deps.log.error(`${(e as Error).message}; SDS keeps serving the certificate`);
+      this.deps.log.error(`${errorMessage(e)}; SDS keeps serving the certificate`);
     }
   }
 }

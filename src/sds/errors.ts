@@ -6,7 +6,8 @@ export class SdsError extends Error {
     message: string,
     /** The SDS resource name concerned, when there is one. */
     readonly resource?: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }

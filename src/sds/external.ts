@@ -7,6 +7,7 @@ import { connect } from "node:net";
 import { existsSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SdsError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const WORKLOAD_SDS_DIR = "./var/run/secrets/workload-spiffe-uds";
 export const DEFAULT_SOCKET_FILE = "socket";
@@ -72,7 +73,7 @@ export async function detectCredentialSocket(root: string, timeoutMs = 1000): Pr
   try {
     rmSync(path, { force: true });
   } catch (e) {
-    throw new SdsError(`existing credential SDS socket ${path} could not be removed: ${(e as Error).message}`);
+    throw new SdsError(`existing credential SDS socket ${path} could not be removed: ${errorMessage(e)}`, undefined, { cause: e });
   }
   return false;
 }

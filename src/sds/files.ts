@@ -4,17 +4,18 @@
 // secret can be caught half-written.
 
 import { certInfo, keyMatchesCert, pemBlocks, validCerts } from "../ca/pem.ts";
-import { clockSleep, type Clock } from "./clock.ts";
+import { clockSleep, type Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { contentVersion, type SecretItem } from "./item.ts";
 import { FILE_LIMITS, FileLimitError, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 async function readText(path: string, what: string, resource: string, signal?: AbortSignal): Promise<string> {
   try {
     return await readBoundedText(path, { maxBytes: FILE_LIMITS.certificate, ...(signal ? { signal } : {}) });
   } catch (e) {
     if (e instanceof FileLimitError) throw new SdsError(`${resource}: reading ${what} ${e.message}`, resource);
-    throw new SdsError(`${resource}: reading ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, resource);
+    throw new SdsError(`${resource}: reading ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, resource, { cause: e });
   }
 }
 
@@ -29,7 +30,7 @@ export async function readCertPair(resource: string, certPath: string, keyPath: 
   try {
     info = certInfo(certs[0]!, certPath);
   } catch (e) {
-    throw new SdsError(`${resource}: ${(e as Error).message}`, resource);
+    throw new SdsError(`${resource}: ${errorMessage(e)}`, resource, { cause: e });
   }
   if (!keyMatchesCert(key, certs[0]!)) throw new SdsError(`${resource}: private key ${keyPath} does not match the certificate in ${certPath}`, resource);
   return { resourceName: resource, certificateChain: chain, privateKey: key, createdMs: now, expireMs: info.notAfter, version: contentVersion(chain, key) };

@@ -7,11 +7,13 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Logger } from "../lib/log.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { readCertPair, readRootBundle, withFileRetry } from "./files.ts";
 import type { SecretItem } from "./item.ts";
 import type { SecretMetrics } from "./metrics.ts";
 import { CertFileWatcher } from "./watcher.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 interface Entry {
   paths: string[];
@@ -66,7 +68,7 @@ export class FileSecrets {
   root(name: string, caPath: string, signal?: AbortSignal): Promise<SecretItem> {
     return this.get(name, [caPath], async (s) => {
       const { item, invalid } = await readRootBundle(name, caPath, s);
-      if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`);
+      if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`, ids({ resource: name, path: caPath }));
       return item;
     }, signal);
   }
@@ -136,7 +138,7 @@ export class FileSecrets {
         this.deps.onUpdate(name);
       } catch (err) {
         this.deps.metrics.fileSecretFailures.inc();
-        this.deps.log.error(`${name}: re-reading changed files failed, still serving the previous version: ${(err as Error).message}`);
+        this.deps.log.error(`${name}: re-reading changed files failed, still serving the previous version: ${errorMessage(err)}`);
       }
     }
   }

@@ -19,7 +19,7 @@ import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Blocker, Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
-import { clockSleep, systemClock, type Clock } from "./clock.ts";
+import { clockSleep, systemClock, type Clock } from "../lib/clock.ts";
 import { detectSdsMode, type SdsMode } from "./external.ts";
 import { SecretMetrics } from "./metrics.ts";
 import { secretManagerOptionsFrom, type SecretManagerOptions } from "./options.ts";
@@ -27,6 +27,7 @@ import { OutputCertsWriter } from "./output.ts";
 import { ROOT_CA, WORKLOAD_KEY_CERT } from "./resources.ts";
 import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
 import { SdsServer } from "./server.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const WARMED_BLOCKER = "certificate warmed";
 export const RENEWAL_BLOCKER = "certificate renewal";
@@ -183,7 +184,7 @@ export class SecretManager implements Component, TrustBundleSink {
           break;
         } catch (e) {
           failures++;
-          const msg = `${name}: ${(e as Error).message}`;
+          const msg = `${name}: ${errorMessage(e)}`;
           this.warmed.fail(msg);
           const delay = backoffMs(failures, WARM_BACKOFF, this.deps.random ?? Math.random);
           this.deps.log.warn(`warming certificates failed (attempt ${failures}), retrying in ${(delay / 1000).toFixed(1)}s: ${msg}`);

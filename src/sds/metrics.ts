@@ -2,7 +2,7 @@
 // cert_expiry_seconds is computed at scrape time from the cached expiry and the injected clock.
 
 import { counter, gauge, type Registry } from "../lib/metrics.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 
 export class SecretMetrics {
   readonly outgoingLatency;

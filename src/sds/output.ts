@@ -8,6 +8,7 @@ import { atomicWriteFile } from "../lib/atomicwrite.ts";
 import { join } from "node:path";
 import { SdsError } from "./errors.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface OutputFiles {
   key?: string;
@@ -43,7 +44,7 @@ export class OutputCertsWriter {
         await mkdir(this.dir, { recursive: true });
         await atomicWriteFile(path, content, this.mode);
       } catch (e) {
-        throw new SdsError(`OUTPUT_CERTS: writing ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        throw new SdsError(`OUTPUT_CERTS: writing ${path}: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, undefined, { cause: e });
       }
       written.push(name);
     }

@@ -13,12 +13,14 @@ import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import type { SdsCodec } from "./proto.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 import { randomUUID } from "node:crypto";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
 
@@ -116,12 +118,12 @@ export class SdsServer {
     const ns = createServer((sock) => this.accept(sock));
     this.net = ns;
     await new Promise<void>((resolve, reject) => {
-      ns.once("error", (e) => reject(new SdsError(`SDS: cannot listen on ${path}: ${(e as Error).message}`)));
+      ns.once("error", (e) => reject(new SdsError(`SDS: cannot listen on ${path}: ${errorMessage(e)}`)));
       ns.listen(path, () => resolve());
     });
-    ns.on("error", (e) => this.deps.log.error(`SDS socket ${path}: ${e.message}`));
+    ns.on("error", (e) => this.deps.log.error(`SDS socket ${path}: ${e.message}`, ids({ path })));
     chmodSync(path, 0o666);
-    this.deps.log.info(`SDS server listening on ${path}`);
+    this.deps.log.info(`SDS server listening on ${path}`, ids({ path }));
   }
 
   /** Number of open SDS streams. */
@@ -194,8 +196,8 @@ export class SdsServer {
       try {
         onFrame(b);
       } catch (e) {
-        this.deps.log.warn(`SDS: malformed request: ${(e as Error).message}`, { conn: stream.id });
-        call.emit("error", { code: this.g!.mod.status.INVALID_ARGUMENT, details: `malformed discovery request: ${(e as Error).message}` } as grpc.StatusObject);
+        this.deps.log.warn(`SDS: malformed request: ${errorMessage(e)}`, { conn: stream.id });
+        call.emit("error", { code: this.g!.mod.status.INVALID_ARGUMENT, details: `malformed discovery request: ${errorMessage(e)}` } as grpc.StatusObject);
         done();
       }
     });
@@ -228,7 +230,7 @@ export class SdsServer {
       const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], gone.signal);
       cb(null, this.codec.encodeResponse({ versionInfo: ctx.nextVersion(), nonce: randomUUID(), resources }));
     } catch (e) {
-      cb({ code: isInvalid(e) ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: (e as Error).message });
+      cb({ code: isInvalid(e) ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: errorMessage(e) });
     }
   }
 }

@@ -4,13 +4,14 @@
 
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../lib/log.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { toResource, type SecretItem } from "./item.ts";
 import type { DeltaDiscoveryRequest, DeltaResource, DiscoveryRequest, SdsCodec, SecretResource } from "./proto.ts";
 import { parseResourceName } from "./resources.ts";
 import { sotwDecide } from "./sotw.ts";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface SecretSource {
   /** `signal` aborts when the requester (the stream) goes away: file reads for it stop. */
@@ -104,7 +105,7 @@ export class SotwStream {
       } catch (e) {
         if (this.dead) return; // the stream went away while its secrets were read
         this.dead = true;
-        this.ctx.log.warn(`SDS: generating ${names.join(",")} failed: ${(e as Error).message}`, { conn: this.id });
+        this.ctx.log.warn(`SDS: generating ${names.join(",")} failed: ${errorMessage(e)}`, { conn: this.id });
         this.io.fail(e as Error, isInvalid(e));
       }
     });
@@ -176,7 +177,7 @@ export class DeltaStream {
       } catch (e) {
         if (this.dead) return;
         this.dead = true;
-        this.ctx.log.warn(`SDS (delta): generating ${names.join(",")} failed: ${(e as Error).message}`, { conn: this.id });
+        this.ctx.log.warn(`SDS (delta): generating ${names.join(",")} failed: ${errorMessage(e)}`, { conn: this.id });
         this.io.fail(e as Error, false);
         return;
       }

@@ -7,7 +7,7 @@
 
 import { watch, realpathSync, type FSWatcher } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type { Clock, TimerHandle } from "./clock.ts";
+import type { Clock, TimerHandle } from "../lib/clock.ts";
 
 const SYSTEM_DIRS = ["/var", "/tmp", "/usr", "/etc", "/"];
 

@@ -5,7 +5,7 @@
 import type http from "node:http";
 import type { Logger } from "../lib/log.ts";
 import type { AppProbe, AppProbers, HttpGetProbe } from "./appprobers.ts";
-import { errorMessage } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { joinHostPort } from "./loopback.ts";
 import { grpcProbe } from "./probes/grpc.ts";
 import { httpProbe } from "./probes/http.ts";

@@ -5,6 +5,7 @@
 // reason, and every other probe keeps working.
 
 import { StatusError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 const APP_PROBER_PATTERN_TEXT = "^/(app-health|app-lifecycle)/[^/]+/(livez|readyz|startupz|prestopz|poststartz)$";
 export const APP_PROBER_PATTERN = new RegExp(APP_PROBER_PATTERN_TEXT);
@@ -120,7 +121,7 @@ export function parseAppProbers(raw: string): AppProbers {
   try {
     doc = JSON.parse(raw);
   } catch (e) {
-    out.configError = `${ENV}: failed to decode app prober config (${(e as Error).message}); json string = ${raw.slice(0, 300)}`;
+    out.configError = `${ENV}: failed to decode app prober config (${errorMessage(e)}); json string = ${raw.slice(0, 300)}`;
     return out;
   }
   if (!isObj(doc)) {
@@ -131,7 +132,7 @@ export function parseAppProbers(raw: string): AppProbers {
     try {
       out.probes.set(path, parseAppProbe(path, prober));
     } catch (e) {
-      out.invalid.set(path, `${ENV}: ${(e as Error).message}`);
+      out.invalid.set(path, `${ENV}: ${errorMessage(e)}`);
       if (e instanceof AppProberRejected) out.rejected.push(`${ENV}: ${e.message}`);
     }
   }

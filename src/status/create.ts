@@ -7,7 +7,7 @@ import type { Component } from "../lib/component.ts";
 import type { HealthReporter, LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Readiness } from "../lib/readiness.ts";
-import { errorMessage } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { type HealthCheckConfig, parseReadinessProbe } from "./healthcheck.ts";
 import { adminLocalhost, probeSourceAddress, useIPv6Loopback } from "./loopback.ts";
 import { StatusServer, type StatusServerOptions } from "./server.ts";

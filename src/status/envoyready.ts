@@ -6,7 +6,7 @@
 // Both results are cached once true (they do not go back within one Envoy process); call
 // `reset()` when Envoy is restarted. The parsing is pure; only `check()` talks to the admin API.
 
-import { errorMessage } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { joinHostPort } from "./loopback.ts";
 
 export const UPDATE_STATS_FILTER = String.raw`^(cluster_manager\.cds|listener_manager\.lds)\.(update_success|update_rejected)$`;

@@ -6,17 +6,8 @@ export class StatusError extends Error {
   constructor(
     message: string,
     readonly input?: string,
+    options?: ErrorOptions,
   ) {
-    super(input ? `${input}: ${message}` : message);
+    super(input ? `${input}: ${message}` : message, options);
   }
-}
-
-/** A readable one-line message from anything thrown. */
-export function errorMessage(e: unknown): string {
-  if (e instanceof Error) {
-    const code = (e as { code?: unknown }).code;
-    const msg = e.message || String(e);
-    return typeof code === "string" && !msg.includes(code) ? `${msg} (${code})` : msg;
-  }
-  return String(e);
 }

@@ -5,7 +5,7 @@
 
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { errorMessage } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 
 interface FileWatcherConfig {
@@ -34,7 +34,7 @@ export function parseGrpcBootstrap(text: string): LoadedBootstrap {
   try {
     doc = JSON.parse(text);
   } catch (e) {
-    throw new Error(`not valid JSON: ${errorMessage(e)}`);
+    throw new Error(`not valid JSON: ${errorMessage(e)}`, { cause: e });
   }
   if (!doc || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a JSON object");
   const servers = (doc as { xds_servers?: unknown }).xds_servers;

@@ -8,8 +8,9 @@
 
 import type { HealthReporter } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
-import { sleep as abortableSleep } from "../lib/component.ts";
-import { StatusError, errorMessage } from "./errors.ts";
+import { systemClock } from "../lib/clock.ts";
+import { StatusError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { execProbe } from "./probes/exec.ts";
 import { grpcProbe } from "./probes/grpc.ts";
 import { httpProbe } from "./probes/http.ts";
@@ -146,7 +147,7 @@ export class WorkloadHealthChecker {
 
   /** Runs until the signal aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    const sleep = this.opts.sleep ?? abortableSleep;
+    const sleep = this.opts.sleep ?? systemClock.sleep;
     const c = this.opts.config;
     this.opts.log.info(`starting health check for ${c.probe.kind} in ${c.initialDelayMs / 1000}s (period ${c.periodMs / 1000}s)`);
     if (c.initialDelayMs > 0 && !(await sleep(c.initialDelayMs, signal))) return;

@@ -9,7 +9,7 @@
 import type { Registry } from "prom-client";
 import type { Logger } from "../lib/log.ts";
 import { counter } from "../lib/metrics.ts";
-import { errorMessage } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { joinHostPort } from "./loopback.ts";
 import { FMT_TEXT, type MetricsFormat, combineFormats, isOpenMetrics, negotiateFormat, rewriteAccept, stripEof } from "./negotiate.ts";
 import type { ScrapeConfig } from "./scrapeconfig.ts";
@@ -107,7 +107,7 @@ export class MetricsMerger {
       res = await this.fetch(url, { headers: this.headersFor(req, part), signal: ac.signal, redirect: "manual" });
     } catch (e) {
       done();
-      throw new Error(`error scraping ${url}: ${timedOut ? `scrape timeout of ${timeoutMs}ms exceeded` : errorMessage(e)}`);
+      throw new Error(`error scraping ${url}: ${timedOut ? `scrape timeout of ${timeoutMs}ms exceeded` : errorMessage(e)}`, { cause: e });
     }
     if (!bodyInDeadline) done();
     if (res.status !== 200) {

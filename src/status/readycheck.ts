@@ -7,6 +7,7 @@
 import type { Readiness } from "../lib/readiness.ts";
 import type { EnvoyReadinessProbe } from "./envoyready.ts";
 import type { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
+import { systemClock } from "../lib/clock.ts";
 
 export interface PendingCheck {
   name: string;
@@ -38,7 +39,7 @@ export class ReadyCheck {
   async check(): Promise<ReadyResult> {
     const pending: PendingCheck[] = [];
     const envoyErr = this.deps.envoy ? this.deps.envoy.check() : Promise.resolve(undefined);
-    const now = this.deps.now ?? Date.now;
+    const now = this.deps.now ?? systemClock.now;
     const describe = (b: { name: string; since: number; lastError?: string }): PendingCheck => ({ name: b.name, error: b.lastError ?? `pending for ${((now() - b.since) / 1000).toFixed(1)}s` });
     for (const b of this.deps.readiness?.blockers() ?? []) pending.push(describe(b));
     const warnings = (this.deps.readiness?.warnings() ?? []).map(describe);

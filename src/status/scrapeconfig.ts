@@ -1,3 +1,4 @@
+import { errorMessage } from "../lib/errors.ts";
 // ISTIO_PROMETHEUS_ANNOTATIONS: where the application's metrics are, from the pod's
 // prometheus.io/{scrape,path,port} annotations, written by the injector as JSON:
 //   {"scrape":"true","path":"/metrics","port":"8080"}
@@ -61,7 +62,7 @@ export function parseScrapeConfig(raw: string | undefined, statusPort: number): 
   try {
     doc = JSON.parse(raw);
   } catch (e) {
-    return { targets: [], problems: [`${ENV}: failed to unmarshal ${JSON.stringify(raw.slice(0, 200))}: ${(e as Error).message}`] };
+    return { targets: [], problems: [`${ENV}: failed to unmarshal ${JSON.stringify(raw.slice(0, 200))}: ${errorMessage(e)}`] };
   }
   if (!doc || typeof doc !== "object" || Array.isArray(doc)) {
     return { targets: [], problems: [`${ENV}: want a JSON object, got ${JSON.stringify(raw.slice(0, 200))}`] };

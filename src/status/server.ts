@@ -20,7 +20,8 @@ import type { Readiness } from "../lib/readiness.ts";
 import { AppProbeHandler } from "./apphandler.ts";
 import { parseAppProbers } from "./appprobers.ts";
 import { EnvoyReadinessProbe, type HttpGetText } from "./envoyready.ts";
-import { StatusError, errorMessage } from "./errors.ts";
+import { StatusError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
 import { maybeGzip } from "./gzip.ts";
 import { type HealthCheckConfig, WorkloadHealthChecker } from "./healthcheck.ts";
@@ -28,6 +29,7 @@ import { isLoopback } from "./loopback.ts";
 import { MetricsMerger } from "./merge.ts";
 import { ReadyCheck, renderNotReady } from "./readycheck.ts";
 import { parseScrapeConfig } from "./scrapeconfig.ts";
+import { systemClock } from "../lib/clock.ts";
 
 export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
 
@@ -97,7 +99,7 @@ export class StatusServer implements Component {
 
   constructor(private readonly opts: StatusServerOptions) {
     this.log = opts.log;
-    const now = opts.now ?? Date.now;
+    const now = opts.now ?? systemClock.now;
     if (opts.envoy) {
       this.envoyReady = new EnvoyReadinessProbe({ adminHost: opts.envoy.adminHost, adminPort: opts.envoy.adminPort, shutdown: opts.shutdown, get: opts.envoy.get });
     }
@@ -166,12 +168,12 @@ export class StatusServer implements Component {
       this.server = serve(hostname);
     } catch (e) {
       if (this.opts.hostname !== undefined || /EADDRINUSE|in use/i.test(errorMessage(e))) {
-        throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server");
+        throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server", { cause: e });
       }
       try {
         this.server = serve("0.0.0.0");
       } catch (e2) {
-        throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server");
+        throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server", { cause: e2 });
       }
     }
     this.log.info(`Opening status port ${this.port()}`);
@@ -219,7 +221,7 @@ export class StatusServer implements Component {
       if (!this.everReady) {
         this.everReady = true;
         const start = this.opts.processStartMs ?? performance.timeOrigin;
-        const elapsedMs = (this.opts.now ?? Date.now)() - start;
+        const elapsedMs = (this.opts.now ?? systemClock.now)() - start;
         this.startup.set(elapsedMs / 1000);
         this.log.info(`Readiness succeeded in ${formatGoDuration(elapsedMs)}`);
       }

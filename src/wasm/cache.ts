@@ -17,6 +17,8 @@ import type { OciFetcher } from "./oci.ts";
 import { parseImageReference } from "./oci-reference.ts";
 import type { GetOptions, ModuleSource, PullPolicy } from "./types.ts";
 import { isValidWasmBinary } from "./unbox.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export class WasmCacheError extends Error {
   override name = "WasmCacheError";
@@ -148,7 +150,7 @@ export class ModuleCache implements ModuleSource {
         try {
           bytes = await this.d.http.fetch(key.url, insecure, signal);
         } catch (e) {
-          this.failed("download_failure", (e as Error).message);
+          this.failed("download_failure", errorMessage(e));
         }
         digest = sha256Hex(bytes!);
         break;
@@ -158,7 +160,7 @@ export class ModuleCache implements ModuleSource {
           digest = prepared.digest;
           fetchBinary = prepared.fetchBinary;
         } catch (e) {
-          this.failed("manifest_failure", `could not fetch Wasm OCI image: ${(e as Error).message}`);
+          this.failed("manifest_failure", `could not fetch Wasm OCI image: ${errorMessage(e)}`);
         }
         break;
       default:
@@ -175,7 +177,7 @@ export class ModuleCache implements ModuleSource {
       try {
         bytes = await fetchBinary();
       } catch (e) {
-        this.failed("download_failure", `could not fetch Wasm binary: ${(e as Error).message}`);
+        this.failed("download_failure", `could not fetch Wasm binary: ${errorMessage(e)}`);
       }
     }
     if (!isValidWasmBinary(bytes!)) this.failed("fetch_failure", `fetched Wasm binary from ${key.url} is invalid`);
@@ -262,12 +264,12 @@ export class ModuleCache implements ModuleSource {
       try {
         await rm(m.modulePath);
       } catch (e) {
-        this.d.log.error(`failed to purge Wasm module ${m.modulePath}: ${(e as Error).message}`);
+        this.d.log.error(`failed to purge Wasm module ${m.modulePath}: ${errorMessage(e)}`, ids({ path: m.modulePath }));
         continue;
       }
       for (const url of m.referencingUrls) this.checksums.delete(url);
       this.modules.delete(k);
-      this.d.log.debug(`successfully removed stale Wasm module ${m.modulePath}`);
+      this.d.log.debug(`successfully removed stale Wasm module ${m.modulePath}`, ids({ path: m.modulePath }));
     }
     this.d.metrics.cacheEntries.set(this.modules.size);
   }

@@ -30,6 +30,8 @@ import {
   type PullPolicy,
 } from "./types.ts";
 import { encodeFields, lenField, messageField, parseFields, replaceField, stringField, varintValue, withoutFields, type WireField } from "./wire.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export class WasmConversionError extends Error {
   override name = "WasmConversionError";
@@ -68,7 +70,7 @@ export class WasmConverter {
           try {
             out[i] = await this.convertOne(r);
           } catch (e) {
-            errors.push((e as Error).message);
+            errors.push(errorMessage(e));
           }
         }),
       );
@@ -104,7 +106,7 @@ export class WasmConverter {
       return await this.toLocal(found, status);
     } catch (e) {
       const failOpen = failsOpen(found.wasmFields);
-      this.d.log.error(`error in converting the wasm config of ${found.name} to local: ${(e as Error).message}. applying ${failOpen ? "allow" : "deny"} RBAC filter`);
+      this.d.log.error(`error in converting the wasm config of ${found.name} to local: ${errorMessage(e)}. applying ${failOpen ? "allow" : "deny"} RBAC filter`);
       return defaultFilterResource(found.name, found.kind, failOpen);
     } finally {
       this.count(status.result);
@@ -135,14 +137,14 @@ export class WasmConverter {
       try {
         json = structToJson(messageField(ts, F.typedStruct.value) ?? new Uint8Array());
       } catch (e) {
-        throw new WasmConversionError(`failed to unmarshal typed config for wasm filter ${name}: ${(e as Error).message}`);
+        throw new WasmConversionError(`failed to unmarshal typed config for wasm filter ${name}: ${errorMessage(e)}`, { cause: e });
       }
       if (innerType !== WASM_HTTP_FILTER_TYPE && innerType !== WASM_NETWORK_FILTER_TYPE) return undefined;
       kind = innerType === WASM_HTTP_FILTER_TYPE ? "http" : "network";
       try {
         wasmBytes = this.d.schema.encodeWasm(json);
       } catch (e) {
-        throw new WasmConversionError(`failed to convert extension config struct of ${name} to Wasm ${kind === "http" ? "HTTP" : "Network"} filter: ${(e as Error).message}`);
+        throw new WasmConversionError(`failed to convert extension config struct of ${name} to Wasm ${kind === "http" ? "HTTP" : "Network"} filter: ${errorMessage(e)}`, { cause: e });
       }
     } else {
       return undefined;
@@ -197,7 +199,7 @@ export class WasmConverter {
       path = await this.d.cache.get(uri, { checksum, resourceName: w.name, resourceVersion, requestTimeoutMs, pullSecret, pullPolicy });
     } catch (e) {
       status.result = "fetch_failure";
-      throw new WasmConversionError(`cannot fetch Wasm module ${uri}: ${(e as Error).message}`);
+      throw new WasmConversionError(`cannot fetch Wasm module ${uri}: ${errorMessage(e)}`, { cause: e });
     }
 
     const localCode = encodeFields([lenField(F.asyncDataSource.local, encodeFields([lenField(F.dataSource.filename, path)]))]);
@@ -208,7 +210,7 @@ export class WasmConverter {
     const typeUrl = w.kind === "http" ? WASM_HTTP_FILTER_TYPE : WASM_NETWORK_FILTER_TYPE;
     const tc = encodeFields([lenField(F.any.typeUrl, typeUrl), lenField(F.any.value, encodeFields(newWasm))]);
     const ec = replaceField(w.ecFields, F.extensionConfig.typedConfig, lenField(F.extensionConfig.typedConfig, tc));
-    this.d.log.info(`converted Wasm module ${uri} of ${w.name} to local file ${path}`);
+    this.d.log.info(`converted Wasm module ${uri} of ${w.name} to local file ${path}`, ids({ path }));
     return encodeFields([lenField(F.any.typeUrl, EXTENSION_CONFIG_TYPE), lenField(F.any.value, encodeFields(ec))]);
   }
 }
@@ -217,7 +219,7 @@ function readMessage(bytes: Uint8Array, what: string): WireField[] {
   try {
     return parseFields(bytes);
   } catch (e) {
-    throw new WasmConversionError(`failed to unmarshal ${what}: ${(e as Error).message}`);
+    throw new WasmConversionError(`failed to unmarshal ${what}: ${errorMessage(e)}`, { cause: e });
   }
 }
 

@@ -9,6 +9,7 @@ import type { Logger } from "../lib/log.ts";
 import type { WasmConverter } from "./convert.ts";
 import { EXTENSION_CONFIG_TYPE } from "./types.ts";
 import { encodeFields, lenField, messageField, parseFields, stringField, type WireField } from "./wire.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 /** google.rpc.Code INTERNAL */
 const INTERNAL = 13;
@@ -57,7 +58,7 @@ export class EcdsWasmHook implements EcdsHook {
       nonce = stringField(fields, RES.nonce) ?? "";
       typeUrl = stringField(fields, RES.typeUrl) || this.typeUrl;
     } catch (e) {
-      return this.nack(typeUrl, nonce, delta, `malformed ECDS response: ${(e as Error).message}`);
+      return this.nack(typeUrl, nonce, delta, `malformed ECDS response: ${errorMessage(e)}`);
     }
     const slots: { index: number; wrapper?: WireField[] }[] = [];
     const anys: Uint8Array[] = [];
@@ -76,13 +77,13 @@ export class EcdsWasmHook implements EcdsHook {
         anys.push(any);
       });
     } catch (e) {
-      return this.nack(typeUrl, nonce, delta, `malformed ECDS response: ${(e as Error).message}`);
+      return this.nack(typeUrl, nonce, delta, `malformed ECDS response: ${errorMessage(e)}`);
     }
     let out: Awaited<ReturnType<WasmConverter["convertResources"]>>;
     try {
       out = await (await this.converter()).convertResources(anys);
     } catch (e) {
-      return this.nack(typeUrl, nonce, delta, `Wasm conversion unavailable: ${(e as Error).message}`);
+      return this.nack(typeUrl, nonce, delta, `Wasm conversion unavailable: ${errorMessage(e)}`);
     }
     if (!out.ok) return this.nack(typeUrl, nonce, delta, out.error);
     const next = [...fields];

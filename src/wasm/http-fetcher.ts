@@ -6,6 +6,7 @@
 // checked. The body is capped at ISTIO_WASM_MAX_BINARY_SIZE_BYTES; gzip/tar wrappers are removed.
 
 import type { Logger } from "../lib/log.ts";
+import { systemClock } from "../lib/clock.ts";
 import type { AddressGuard } from "./ssrf.ts";
 import { unboxIfPossible } from "./unbox.ts";
 
@@ -31,18 +32,6 @@ const MAX_REDIRECTS = 10;
 /** 5xx except 501, 505 and 511 (httpfetcher.go retryable). */
 export function retryable(code: number): boolean {
   return code >= 500 && code !== 501 && code !== 505 && code !== 511;
-}
-
-function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /** Read a response body, refusing more than `max` bytes. */
@@ -116,7 +105,7 @@ export class HttpFetcher {
 
   /** Download `url`; `signal` is the whole download's deadline. */
   async fetch(url: string, insecure: boolean, signal: AbortSignal): Promise<Uint8Array> {
-    const sleep = this.o.sleep ?? defaultSleep;
+    const sleep = this.o.sleep ?? ((ms: number, sig: AbortSignal) => systemClock.sleep(ms, sig).then(() => undefined));
     let backoff = this.o.initialBackoffMs ?? 500;
     let attempts = 0;
     let lastError = "";

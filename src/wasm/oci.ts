@@ -14,6 +14,7 @@ import { parseImageReference, type ImageReference } from "./oci-reference.ts";
 import { RegistryAuthError, credentialsFor, parseChallenge, validateAllRealms, type Credentials } from "./registry-auth.ts";
 import type { AddressGuard } from "./ssrf.ts";
 import { gunzipCapped, tarEntries } from "./unbox.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export const MEDIA = {
   dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
@@ -111,7 +112,7 @@ class RegistrySession {
     try {
       validateAllRealms(challenges);
     } catch (e) {
-      throw new RegistryAuthError(`rejected unsafe bearer realm: ${(e as Error).message}`);
+      throw new RegistryAuthError(`rejected unsafe bearer realm: ${errorMessage(e)}`, { cause: e });
     }
     if (this.authorization) throw new OciError(`${this.ref.registry} refused the credentials (401 Unauthorized)`);
     this.authorization = await this.authorize(challenges);
@@ -188,7 +189,7 @@ export class OciFetcher {
     try {
       manifest = JSON.parse(new TextDecoder().decode(bytes)) as Manifest;
     } catch (e) {
-      throw new OciError(`could not fetch manifest: not JSON: ${(e as Error).message}`);
+      throw new OciError(`could not fetch manifest: not JSON: ${errorMessage(e)}`, { cause: e });
     }
     manifest.mediaType ??= res.headers.get("content-type")?.split(";")[0];
     return { manifest, bytes };
@@ -213,7 +214,7 @@ export class OciFetcher {
       try {
         return await this.compat(s, ref, layers, MEDIA.dockerLayer);
       } catch (e) {
-        throw new OciError(`could not extract Wasm file from the image as Docker container ${(e as Error).message}`);
+        throw new OciError(`could not extract Wasm file from the image as Docker container ${errorMessage(e)}`, { cause: e });
       }
     }
     let errCompat: Error;
@@ -254,7 +255,7 @@ export function extractWasmPluginBinary(tgz: Uint8Array, maxBytes: number): Uint
   try {
     tar = gunzipCapped(tgz, maxBytes);
   } catch (e) {
-    throw new OciError(`failed to parse layer as tar.gz: ${(e as Error).message}`);
+    throw new OciError(`failed to parse layer as tar.gz: ${errorMessage(e)}`, { cause: e });
   }
   for (const entry of tarEntries(tar, maxBytes)) {
     if (entry.name.split("/").pop() === PLUGIN_FILE) return entry.data;

@@ -7,6 +7,7 @@
 
 import { isIP } from "node:net";
 import { DEFAULT_REGISTRY } from "./oci-reference.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export class RegistryAuthError extends Error {
   override name = "RegistryAuthError";
@@ -32,7 +33,7 @@ export function credentialsFor(pullSecret: Uint8Array | undefined, registry: str
   try {
     cfg = JSON.parse(text) as typeof cfg;
   } catch (e) {
-    throw new RegistryAuthError(`image pull secret is not a docker config JSON: ${(e as Error).message}`);
+    throw new RegistryAuthError(`image pull secret is not a docker config JSON: ${errorMessage(e)}`, { cause: e });
   }
   if (cfg === null || typeof cfg !== "object") throw new RegistryAuthError("image pull secret is not a docker config JSON object");
   const auths = cfg.auths ?? {};

@@ -5,6 +5,7 @@
 // fd00:ec2::/32), or inside one of the operator's BLOCKED_CIDRS_IN_WASM_FETCH ranges.
 
 import { BlockList, isIP } from "node:net";
+import { errorMessage } from "../lib/errors.ts";
 
 export class BlockedAddressError extends Error {
   override name = "BlockedAddressError";
@@ -48,7 +49,7 @@ export function parseBlockedCidrs(value: string): { cidrs: string[]; problems: s
       cidr(t);
       cidrs.push(t);
     } catch (e) {
-      problems.push((e as Error).message);
+      problems.push(errorMessage(e));
     }
   }
   return { cidrs, problems };

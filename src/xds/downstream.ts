@@ -16,6 +16,8 @@ import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
 import type { ReflectionIndex } from "./reflection.ts";
 import { Code, DELTA_PATH, REFLECTION_PATHS, SOTW_PATH, type GrpcStatus } from "./types.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface DownstreamCall {
   readonly delta: boolean;
@@ -127,7 +129,7 @@ export class DownstreamServer {
       mkdirSync(dirname(p), { recursive: true, mode: 0o750 });
       rmSync(p, { force: true });
     } catch (e) {
-      throw new XdsError("downstream", `preparing socket ${p}: ${(e as Error).message}`);
+      throw new XdsError("downstream", `preparing socket ${p}: ${errorMessage(e)}`, { cause: e });
     }
     await new Promise<void>((resolve, reject) => {
       this.net.once("error", (e) => reject(new XdsError("downstream", `listening on ${p}: ${e.message}`)));
@@ -160,7 +162,7 @@ export class DownstreamServer {
     if (!d.allowed) {
       this.o.onRejected();
       const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
-      this.o.log.warn(`rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`);
+      this.o.log.warn(`rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`, ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
       sock.destroy();
       return;
     }
@@ -203,7 +205,7 @@ export class DownstreamServer {
           const index = await this.reflection;
           if (!stream.closed && !stream.localEnded) stream.write(grpcFrame(index.answer(bytes)));
         });
-        answered.catch((e: Error) => fail(`malformed ServerReflectionRequest: ${e.message}`));
+        answered.catch((e: unknown) => fail(`malformed ServerReflectionRequest: ${errorMessage(e)}`));
       },
     });
     stream.handlers = {
@@ -211,7 +213,7 @@ export class DownstreamServer {
         try {
           deframer.push(c);
         } catch (e) {
-          fail(`malformed ServerReflectionRequest: ${(e as Error).message}`);
+          fail(`malformed ServerReflectionRequest: ${errorMessage(e)}`);
         }
       },
       onEnd: () => void answered.then(() => stream.end(statusTrailers({ code: Code.OK, message: "" })), () => {}),

@@ -8,7 +8,8 @@ export class XdsError extends Error {
   constructor(
     readonly source: XdsErrorSource,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(`xds proxy ${source}: ${message}`);
+    super(`xds proxy ${source}: ${message}`, options);
   }
 }

@@ -13,8 +13,9 @@ export class FrameError extends Error {
   constructor(
     message: string,
     readonly offset: number,
+    options?: ErrorOptions,
   ) {
-    super(`${message} at byte ${offset}`);
+    super(`${message} at byte ${offset}`, options);
   }
 }
 

@@ -9,6 +9,7 @@ import anyText from "../../proto/xds-any.proto" with { type: "text" };
 import statusText from "../../proto/xds-rpc-status.proto" with { type: "text" };
 import { FrameError, checkMessage } from "./frame.ts";
 import { checkedInput } from "../lib/protobuf-input.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface AgentRequest {
   typeUrl: string;
@@ -84,7 +85,7 @@ export function xdsCodec(): XdsCodec {
           resources: (m.resources ?? []).map((a) => ({ typeUrl: a.typeUrl ?? "", value: a.value ?? new Uint8Array() })),
         };
       } catch (e) {
-        throw new FrameError(`undecodable ${delta ? "DeltaDiscoveryResponse" : "DiscoveryResponse"}: ${(e as Error).message}`, 0);
+        throw new FrameError(`undecodable ${delta ? "DeltaDiscoveryResponse" : "DiscoveryResponse"}: ${errorMessage(e)}`, 0, { cause: e });
       }
     },
   };

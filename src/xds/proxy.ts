@@ -20,11 +20,10 @@ import { Code, HEALTH_INFO_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE } from "./ty
 import { IstiodUpstream, nodeFiles, type Upstream } from "./upstream.ts";
 import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
+import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
+import { ids } from "../lib/log.ts";
 
 export const READINESS_XDS = "xds connected";
-
-/** Longest the proxy waits at shutdown for a message in flight and for clients to get the end. */
-const SHUTDOWN_GRACE_MS = 5000;
 
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
@@ -86,13 +85,14 @@ export class XdsProxy implements Component, HealthReporter {
       onCall: (call) => this.onCall(call),
     });
     await this.server.listen();
-    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`);
+    this.log.info(`xDS proxy listening on ${this.o.socketPath}, upstream ${this.o.upstream.describe}`, ids({ path: this.o.socketPath }));
     let done!: () => void;
     this.stoppedPromise = new Promise((r) => (done = r));
     const stop = async () => {
-      // Finish the message in flight, end the stream with a status, let it reach the client.
-      await this.active?.shutdown({ code: Code.UNAVAILABLE, message: "agent shutting down" }, SHUTDOWN_GRACE_MS);
-      await this.server?.close(SHUTDOWN_GRACE_MS).catch(() => {});
+      // Finish the message in flight, end the stream with a status, let it reach the client; each
+      // step within the agent's shutdown budget (the agent stops waiting for us after it).
+      await this.active?.shutdown({ code: Code.UNAVAILABLE, message: "agent shutting down" }, SHUTDOWN_BUDGET_MS);
+      await this.server?.close(SHUTDOWN_BUDGET_MS).catch(() => {});
       done();
     };
     if (signal.aborted) await stop();

@@ -21,6 +21,8 @@ import { terminationType, type XdsMetrics } from "./metrics.ts";
 import { Code, LISTENER_TYPE, routeOf, type GrpcStatus } from "./types.ts";
 import type { Upstream, UpstreamStream } from "./upstream.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
+import { errorMessage } from "../lib/errors.ts";
+import { ids } from "../lib/log.ts";
 
 export interface RelayOptions {
   codec: XdsCodec;
@@ -225,7 +227,7 @@ export class StreamRelay {
     try {
       this.resDeframer.push(chunk);
     } catch (e) {
-      const msg = `malformed ${this.delta ? "DeltaDiscoveryResponse" : "DiscoveryResponse"} from istiod: ${(e as Error).message}`;
+      const msg = `malformed ${this.delta ? "DeltaDiscoveryResponse" : "DiscoveryResponse"} from istiod: ${errorMessage(e)}`;
       this.o.log.error(msg);
       this.close({ code: Code.INTERNAL, message: msg });
     }
@@ -269,7 +271,7 @@ export class StreamRelay {
       this.writeDown(Buffer.concat([this.resHeader, buf.view()]));
       this.resBuf = undefined;
     } else if (route === "drop") {
-      this.o.log.error(`dropping response of type "${typeUrl}": not an Envoy type, not handled by the agent`);
+      this.o.log.error(`dropping response of type "${typeUrl}": not an Envoy type, not handled by the agent`, ids({ type_url: typeUrl }));
       this.resBuf = undefined;
     }
   }
@@ -294,8 +296,8 @@ export class StreamRelay {
       this.lastAcked.set(typeUrl, resp.versionInfo);
       this.sendAgentRequest({ typeUrl, versionInfo: resp.versionInfo, nonce: resp.nonce });
     } catch (e) {
-      const message = (e as Error).message;
-      this.o.log.warn(`rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`);
+      const message = errorMessage(e);
+      this.o.log.warn(`rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`, ids({ type_url: typeUrl, version: resp.versionInfo, nonce: resp.nonce }));
       this.sendAgentRequest({ typeUrl, versionInfo: this.lastAcked.get(typeUrl) ?? "", nonce: resp.nonce, error: { code: Code.INTERNAL, message } });
     }
   }
@@ -313,7 +315,7 @@ export class StreamRelay {
           this.flushEcds();
         }
       })
-      .catch((e) => this.o.log.error(`ECDS conversion failed: ${(e as Error).message}`));
+      .catch((e) => this.o.log.error(`ECDS conversion failed: ${errorMessage(e)}`));
   }
 
   private flushEcds(): void {

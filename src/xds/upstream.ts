@@ -14,6 +14,7 @@ import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { complianceTls } from "../lib/compliance.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface StreamMeta {
   /** `/envoy.service.discovery.v3.AggregatedDiscoveryService/<method>` */
@@ -215,7 +216,7 @@ export class IstiodUpstream implements Upstream {
       });
     } catch (e) {
       // Resolve asynchronously so the caller has its handle before onClose runs.
-      queueMicrotask(() => finish({ code: Code.UNAVAILABLE, message: (e as Error).message }));
+      queueMicrotask(() => finish({ code: Code.UNAVAILABLE, message: errorMessage(e) }));
     }
 
     return {

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { countActiveConnections, describeDrainPlan, drainListenersPath, knownIstioListeners, resolveDrainPlan } from "../../src/envoy/drainplan.ts";
+import { countActiveConnections, describeDrainPlan, drainListenersPath, drainPlanWarning, knownIstioListeners, resolveDrainPlan } from "../../src/envoy/drainplan.ts";
 
 // Istio's pkg/envoy/agent_test.go TestActiveConnections vectors (status port 15021, prometheus 15009).
 const known = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15009 });
@@ -79,4 +79,30 @@ test("the drain plan is one line naming what SIGTERM does", () => {
   expect(zeroPlan).toContain("POST /drain_listeners?graceful;");
   expect(zeroPlan).toContain("MINIMUM_DRAIN_DURATION 7s");
   expect(zeroPlan).toContain("downstream_cx_active");
+});
+
+test("the drain plan's default SIGKILL grace and component stop are the one 5s shutdown budget", () => {
+  const p = resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 5000, minimumDrainMs: 5000 });
+  expect(p.stopGraceMs).toBe(5000);
+  expect(p.componentStopMs).toBe(5000);
+  expect(describeDrainPlan(p)).toContain("then SIGTERM Envoy, SIGKILL after 5s");
+});
+
+test("TERMINATION_GRACE_PERIOD_SECONDS: a warning only when the plan cannot fit in it", () => {
+  const plan = (terminationGraceSeconds: number | undefined, over: { exitOnZeroActiveConnections?: boolean; terminationDrainMs?: number } = {}) =>
+    resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 5000, minimumDrainMs: 7000, ...over, ...(terminationGraceSeconds !== undefined ? { terminationGraceSeconds } : {}) });
+  // Unknown (unset or 0): no warning, whatever the plan.
+  expect(drainPlanWarning(plan(undefined, { terminationDrainMs: 600_000 }))).toBeUndefined();
+  expect(drainPlanWarning(plan(0, { terminationDrainMs: 600_000 }))).toBeUndefined();
+  // 5s wait + 5s SIGKILL grace + 5s component stop = 15s: fits in Kubernetes' default 30s, and exactly in 15s.
+  expect(drainPlanWarning(plan(30))).toBeUndefined();
+  expect(drainPlanWarning(plan(15))).toBeUndefined();
+  expect(drainPlanWarning(plan(14))).toBe(
+    "drain plan needs up to 15s (terminationDrainDuration 5s + SIGKILL grace 5s + component stop 5s), more than TERMINATION_GRACE_PERIOD_SECONDS 14s: kubelet may kill the pod before the drain ends",
+  );
+  // EXIT_ON_ZERO_ACTIVE_CONNECTIONS: MINIMUM_DRAIN_DURATION (7s) is the bounded part of the wait.
+  expect(drainPlanWarning(plan(16, { exitOnZeroActiveConnections: true }))).toBe(
+    "drain plan needs up to 17s (MINIMUM_DRAIN_DURATION 7s + SIGKILL grace 5s + component stop 5s), more than TERMINATION_GRACE_PERIOD_SECONDS 16s: kubelet may kill the pod before the drain ends",
+  );
+  expect(drainPlanWarning(plan(17, { exitOnZeroActiveConnections: true }))).toBeUndefined();
 });

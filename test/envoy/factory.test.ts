@@ -52,6 +52,7 @@ test("defaults: Istio's argument list, sidecar drain plan, restart policy from e
     "--concurrency", "2",
   ]);
   expect(o.drainPlan).toMatchObject({ mode: "wait", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 5000 });
+  expect(o.drainPlan.terminationGraceMs).toBeUndefined();
   expect(o.restart).toEqual({ mode: "never", baseMs: 200, maxMs: 30_000, budget: 10, windowMs: 600_000 });
   expect(o.runAs).toBeUndefined();
   expect(o.hotRestart).toBeUndefined();
@@ -143,4 +144,15 @@ test("hot-restart epochs trigger on mounted certificate files and the bootstrap,
     join(root, "etc/certs/key.pem"),
     join(root, "etc/certs/root-cert.pem"),
   ]);
+});
+
+test("TERMINATION_GRACE_PERIOD_SECONDS reaches the drain plan, and the supervisor warns at start when the plan cannot fit", async () => {
+  const cfg = config({ PATH: "/bin", TERMINATION_GRACE_PERIOD_SECONDS: "10" });
+  expect(envoyOptionsFromConfig(cfg, deps()).drainPlan.terminationGraceMs).toBe(10_000);
+  const { log, lines } = memoryLogger();
+  const sup = createEnvoySupervisor(cfg, { ...deps(), log, bootstrapPath: "/nonexistent/envoy-rev.json" });
+  await sup.start(new AbortController().signal).catch(() => undefined);
+  const plan = lines.findIndex((l) => l.includes("drain plan on SIGTERM"));
+  expect(plan).toBeGreaterThanOrEqual(0);
+  expect(lines[plan + 1]).toContain("warn\tenvoy\tdrain plan needs up to 15s (terminationDrainDuration 5s + SIGKILL grace 5s + component stop 5s), more than TERMINATION_GRACE_PERIOD_SECONDS 10s");
 });

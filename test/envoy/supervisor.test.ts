@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { harness, index, within, type Harness } from "./harness.ts";
 import { lifecycleRoutes } from "../../src/envoy/routes.ts";
-import { ManualSleep } from "./manual-sleep.ts";
+import { ManualClock } from "../../src/lib/clock.ts";
 import { until } from "../sds/fake-clock.ts";
 
 let h: Harness | undefined;
@@ -32,37 +32,40 @@ describe("EnvoySupervisor with a fake Envoy", () => {
   });
 
   test("SIGTERM path: terminating, drain_listeners, wait terminationDrainDuration, then SIGTERM Envoy", async () => {
-    h = await harness({ drain: { terminationDrainMs: 400 } });
+    const clock = new ManualClock();
+    h = await harness({ drain: { terminationDrainMs: 400 }, options: { clock } });
     const ac = new AbortController();
     await h.sup.start(ac.signal);
     await h.waitReady();
     expect(h.lines.some((l) => l.includes("drain plan on SIGTERM: POST /drain_listeners?inboundonly&graceful; wait terminationDrainDuration 400ms"))).toBe(true);
-    const t0 = Date.now();
     ac.abort(); // the composition root aborts on the first signal
     await until(() => h!.readiness.blockers().some((b) => b.name === "terminating"), "the terminating blocker");
-    expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
-    const elapsed = Date.now() - t0;
-    const rec = h.records();
-    const drain = index(rec, isCall("/drain_listeners"));
-    const term = index(rec, isSignal("SIGTERM"));
+    // The 400ms wait starts only after the drain call has been answered (the sentinel for the
+    // absence of a SIGTERM so far).
+    await clock.whenPending(400);
+    const drain = index(h.records(), isCall("/drain_listeners"));
     expect(drain).toBeGreaterThanOrEqual(0);
+    clock.advance(399);
+    expect(h.sup.state).toBe("draining");
+    expect(h.records().some(isSignal("SIGTERM"))).toBe(false);
+    clock.advance(1);
+    expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
+    const rec = h.records();
+    const term = index(rec, isSignal("SIGTERM"));
     expect(rec[drain]!.query).toBe("inboundonly&graceful");
     expect(rec[drain]!.method).toBe("POST");
     expect(term).toBeGreaterThan(drain);
-    // SIGTERM came no earlier than the drain duration after the drain call.
-    expect(rec[term]!.t - rec[drain]!.t).toBeGreaterThanOrEqual(350);
-    expect(elapsed).toBeLessThan(4000);
     expect(h.lines.some((l) => l.includes("envoy: running -> draining"))).toBe(true);
     expect(h.lines.some((l) => l.includes("envoy: draining -> stopping (graceful termination period complete)"))).toBe(true);
   });
 
   test("a second shutdown request skips the drain wait", async () => {
-    const clock = new ManualSleep();
-    h = await harness({ drain: { terminationDrainMs: 30_000 }, options: { sleep: clock.sleep } });
+    const clock = new ManualClock();
+    h = await harness({ drain: { terminationDrainMs: 30_000 }, options: { clock } });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     void h.sup.shutdown();
-    await clock.next(30_000); // in the terminationDrainDuration wait, which never ends by itself
+    await clock.whenPending(30_000); // in the terminationDrainDuration wait, which never ends by itself
     expect(h.sup.state).toBe("draining");
     await h.sup.shutdown({ immediate: true });
     expect(await h.sup.exited).toBe(0);
@@ -72,23 +75,25 @@ describe("EnvoySupervisor with a fake Envoy", () => {
   });
 
   test("router: drain_listeners?graceful, and EXIT_ON_ZERO_ACTIVE_CONNECTIONS polls until 0", async () => {
-    const clock = new ManualSleep();
+    const clock = new ManualClock();
     h = await harness({
       fakeEnv: { FAKE_ENVOY_CONNECTIONS: "2" },
       drain: { sidecar: false, exitOnZeroActiveConnections: true, minimumDrainMs: 700, pollIntervalMs: 100, terminationDrainMs: 60_000 },
-      options: { sleep: clock.sleep },
+      options: { clock },
     });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     void h.sup.shutdown();
-    (await clock.next(700)).release(); // minimum drain over
+    await clock.whenPending(700);
+    clock.advance(700); // minimum drain over
     expect(h.records().filter(isCall("/stats"))).toHaveLength(0); // no poll before it
     // Two polls see 2 connections; each is followed by the next poll interval (the sentinel that
     // the answer was handled and did not end the drain).
     for (let i = 1; i <= 2; i++) {
-      (await clock.next(100)).release();
+      await clock.whenPending(100);
+      clock.advance(100);
       await until(() => h!.lines.filter((l) => l.includes("There are still 2 active connections")).length === i, `poll ${i} handled`);
-      await clock.next(100);
+      await clock.whenPending(100);
       expect(h.sup.state).toBe("draining");
     }
     const polls = h.records().filter(isCall("/stats"));
@@ -96,7 +101,7 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     expect(polls[0]!.query).toBe("usedonly&filter=downstream_cx_active%24");
     expect(h.records().some(isSignal("SIGTERM"))).toBe(false);
     await h.admin("/fake/connections?n=0");
-    (await clock.next(100)).release();
+    clock.advance(100);
     expect(await within(h.sup.exited, 5000, "exit")).toBe(0);
     const rec = h.records();
     expect(rec.find(isCall("/drain_listeners"))!.query).toBe("graceful");
@@ -131,7 +136,8 @@ describe("EnvoySupervisor with a fake Envoy", () => {
   });
 
   test("POST /drain then SIGTERM: drain with skip_exit, later shutdown does not wait", async () => {
-    h = await harness({ drain: { terminationDrainMs: 30_000 } });
+    const clock = new ManualClock();
+    h = await harness({ drain: { terminationDrainMs: 30_000 }, options: { clock } });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
     await h.sup.drain();
@@ -139,25 +145,31 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     expect(h.readiness.isReady()).toBe(true); // as Istio's DrainNow: /drain alone does not fail readiness
     const drain = h.records().find(isCall("/drain_listeners"))!;
     expect(drain.query).toBe("inboundonly&graceful&skip_exit");
-    const t0 = Date.now();
+    // Envoy kept running while drained (the drain call above is the sentinel): no SIGTERM yet.
+    expect(h.records().some(isSignal("SIGTERM"))).toBe(false);
+    const t0 = clock.now();
+    // Time never moves here: a shutdown that waited terminationDrainDuration would never end.
     await within(h.sup.shutdown(), 5000, "shutdown after drain");
-    // Envoy kept running while drained: the only SIGTERM came after shutdown was asked for.
-    const sigterms = h.records().filter(isSignal("SIGTERM"));
-    expect(sigterms).toHaveLength(1);
-    expect(sigterms[0]!.t).toBeGreaterThanOrEqual(t0);
-    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(h.records().filter(isSignal("SIGTERM"))).toHaveLength(1);
+    expect(clock.now()).toBe(t0);
     expect(h.records().filter(isCall("/drain_listeners"))).toHaveLength(1);
     expect(h.lines.some((l) => l.includes("drained -> stopping (shutdown requested, already drained)"))).toBe(true);
     expect(h.readiness.blockers().map((b) => b.name)).toContain("terminating");
   });
 
   test("an Envoy ignoring SIGTERM is SIGKILLed after the grace", async () => {
-    h = await harness({ fakeEnv: { FAKE_ENVOY_HANG: "1" }, drain: { stopGraceMs: 300 } });
+    const clock = new ManualClock();
+    h = await harness({ fakeEnv: { FAKE_ENVOY_HANG: "1" }, drain: { stopGraceMs: 300 }, options: { clock } });
     await h.sup.start(new AbortController().signal);
     await h.waitReady();
-    await within(h.sup.shutdown({ immediate: true }), 5000, "shutdown");
-    expect(h.records().some(isSignal("SIGTERM"))).toBe(true);
-    expect(h.lines.some((l) => l.includes("sending SIGKILL"))).toBe(true);
+    const stopped = h.sup.shutdown({ immediate: true });
+    await until(() => h!.records().some(isSignal("SIGTERM")), "SIGTERM reaching Envoy");
+    await clock.whenPending(300);
+    clock.advance(299);
+    expect(h.lines.some((l) => l.includes("sending SIGKILL"))).toBe(false);
+    clock.advance(1);
+    await within(stopped, 5000, "shutdown");
+    expect(h.lines.some((l) => l.includes("Envoy did not exit within 300ms of SIGTERM: sending SIGKILL"))).toBe(true);
     expect(h.lines.some((l) => l.includes("possibly OOM-killed"))).toBe(false); // we killed it
     expect(await h.sup.exited).toBe(0);
   });
@@ -165,18 +177,24 @@ describe("EnvoySupervisor with a fake Envoy", () => {
 
 describe("restart policy", () => {
   test("crash then recover: restarted with backoff, then runs", async () => {
-    h = await harness({ fakeEnv: { FAKE_ENVOY_EXIT_CODE: "3", FAKE_ENVOY_FAIL_FIRST: "2" } });
+    const clock = new ManualClock();
+    h = await harness({ fakeEnv: { FAKE_ENVOY_EXIT_CODE: "3", FAKE_ENVOY_FAIL_FIRST: "2" }, options: { clock } });
     await h.sup.start(new AbortController().signal);
-    const deadline = Date.now() + 8000;
-    while (h.records().filter((r) => r.event === "start").length < 3 && Date.now() < deadline) await Bun.sleep(30);
+    const starts = () => h!.records().filter((r) => r.event === "start").length;
+    // Backoff 50ms then 100ms: no restart until its delay has passed.
+    await clock.whenPending(50);
+    clock.advance(49);
+    expect(h.sup.state).toBe("restarting");
+    expect(starts()).toBe(1);
+    clock.advance(1);
+    await clock.whenPending(100);
+    clock.advance(99);
+    expect(h.sup.state).toBe("restarting");
+    expect(starts()).toBe(2);
+    clock.advance(1);
     await h.waitReady();
     expect(h.sup.state).toBe("running");
-    const starts = h.records().filter((r) => r.event === "start");
-    expect(starts).toHaveLength(3);
-    // Backoff 50ms then 100ms: each restart waits at least its delay after the previous exit.
-    const exits = h.records().filter((r) => r.event === "exit");
-    expect(starts[1]!.t - exits[0]!.t).toBeGreaterThanOrEqual(40);
-    expect(starts[2]!.t - exits[1]!.t).toBeGreaterThanOrEqual(90);
+    expect(starts()).toBe(3);
     expect(h.lines.some((l) => l.includes("restarting Envoy in 50ms (restart 1 of 3"))).toBe(true);
     expect(h.lines.some((l) => l.includes("restarting Envoy in 100ms (restart 2 of 3"))).toBe(true);
     expect(h.readiness.isReady()).toBe(true);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { formatTimestamp, LogSink, parseScopedLevels } from "../../src/lib/log.ts";
+import { formatTimestamp, ids, LogSink, parseScopedLevels } from "../../src/lib/log.ts";
 
 const fixed = () => new Date("2026-11-21T10:11:12.345Z");
 
@@ -25,6 +25,27 @@ describe("log format", () => {
     const { s, lines } = sink({ json: true });
     s.logger("sds").warn("rotation failed", { err: new Error("boom") });
     expect(JSON.parse(lines[0]!)).toEqual({ level: "warn", time: "2026-11-21T10:11:12.345000Z", scope: "sds", msg: "rotation failed", err: "boom" });
+  });
+
+  test("identifiers passed with ids() are JSON keys and leave Istio's text line as it is", () => {
+    const json = sink({ json: true });
+    json.s.logger("envoy").info("Envoy (pid 4242) exited normally", ids({ pid: 4242 }));
+    json.s.logger("sds").warn("cannot read /etc/certs/key.pem", ids({ path: "/etc/certs/key.pem" }));
+    expect(json.lines).toEqual([
+      '{"level":"info","time":"2026-11-21T10:11:12.345000Z","scope":"envoy","msg":"Envoy (pid 4242) exited normally","pid":4242}',
+      '{"level":"warn","time":"2026-11-21T10:11:12.345000Z","scope":"sds","msg":"cannot read /etc/certs/key.pem","path":"/etc/certs/key.pem"}',
+    ]);
+    const text = sink();
+    text.s.logger("envoy").info("Envoy (pid 4242) exited normally", ids({ pid: 4242 }));
+    expect(text.lines).toEqual(["2026-11-21T10:11:12.345000Z\tinfo\tenvoy\tEnvoy (pid 4242) exited normally"]);
+  });
+
+  test("ids() copies: the caller's object is not marked", () => {
+    const { s, lines } = sink();
+    const fields = { pid: 7 };
+    ids(fields);
+    s.logger().info("plain fields still render in text", fields);
+    expect(lines).toEqual(["2026-11-21T10:11:12.345000Z\tinfo\tplain fields still render in text\tpid=7"]);
   });
 
   test("JSON logs leave out the scope for the default scope (as Istio's pkg/log)", () => {

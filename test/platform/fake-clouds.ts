@@ -21,7 +21,7 @@ export interface FakeCloudOptions {
   port?: number;
 }
 
-function serve(handler: (req: Request, url: URL) => Response, opts: FakeCloudOptions = {}): FakeCloud {
+function serve(handler: (req: Request, url: URL) => Response | Promise<Response>, opts: FakeCloudOptions = {}): FakeCloud {
   const seen: Seen[] = [];
   const server = Bun.serve({
     hostname: opts.hostname ?? "127.0.0.1",
@@ -46,12 +46,24 @@ export interface GceValues {
   attributes: Record<string, string>;
   /** instance/service-accounts/default/identity answers, keyed by audience. */
   identity?: (audience: string, format: string) => string;
+  /** instance/service-accounts/default/token's access token (absent: 404, no service account). */
+  accessToken?: string;
+  /** The Compute API's instance resource labels, served at /compute/v1/... with the access token; "slow" never answers in time. */
+  instanceLabels?: Record<string, string> | "slow";
 }
 
 export function fakeGce(v: GceValues, opts?: FakeCloudOptions): FakeCloud {
   const google = { "Metadata-Flavor": "Google", "Content-Type": "application/text" };
   return serve((req, url) => {
     if (url.pathname === "/") return new Response("computeMetadata/\n", { headers: google });
+    const instance = `/compute/v1/projects/${v.projectId}/zones/${v.zone}/instances/${v.instanceName}`;
+    if (url.pathname.startsWith("/compute/v1/")) {
+      const json = { "Content-Type": "application/json; charset=UTF-8" };
+      if (!v.accessToken || req.headers.get("authorization") !== `Bearer ${v.accessToken}`) return new Response('{"error":{"code":401,"status":"UNAUTHENTICATED"}}', { status: 401, headers: json });
+      if (url.pathname !== instance) return new Response('{"error":{"code":404,"status":"NOT_FOUND"}}', { status: 404, headers: json });
+      if (v.instanceLabels === "slow") return Bun.sleep(10_000).then(() => new Response("{}", { headers: json }));
+      return new Response(JSON.stringify({ kind: "compute#instance", id: v.instanceId, name: v.instanceName, ...(v.instanceLabels ? { labels: v.instanceLabels } : {}) }), { headers: json });
+    }
     if (req.headers.get("metadata-flavor") !== "Google") return new Response("Missing Metadata-Flavor:Google header.", { status: 403, headers: google });
     const p = url.pathname.replace(/^\/computeMetadata\/v1\//, "");
     const values: Record<string, string> = {
@@ -62,6 +74,9 @@ export function fakeGce(v: GceValues, opts?: FakeCloudOptions): FakeCloud {
       "instance/id": v.instanceId,
     };
     for (const [k, x] of Object.entries(v.attributes)) values[`instance/attributes/${k}`] = x;
+    if (p === "instance/service-accounts/default/token" && v.accessToken) {
+      return new Response(JSON.stringify({ access_token: v.accessToken, expires_in: 3599, token_type: "Bearer" }), { headers: { ...google, "Content-Type": "application/json" } });
+    }
     if (p === "instance/service-accounts/default/identity" && v.identity) {
       const aud = url.searchParams.get("audience");
       if (!aud) return new Response("non-empty audience parameter required", { status: 400, headers: google });

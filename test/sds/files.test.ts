@@ -10,7 +10,7 @@ import { generateKeyAndCsr } from "../../src/ca/keygen.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { SecretCache } from "../../src/sds/cache.ts";
-import { systemClock } from "../../src/sds/clock.ts";
+import { systemClock } from "../../src/lib/clock.ts";
 import { SecretMetrics } from "../../src/sds/metrics.ts";
 import { until } from "./fake-clock.ts";
 

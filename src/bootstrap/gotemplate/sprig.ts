@@ -10,6 +10,7 @@ import { fn, goEq, type FuncMap } from "./builtins.ts";
 import { sprintf } from "./fmt.ts";
 import { goJsonIndent, goJsonMarshal } from "./json.ts";
 import { formatValue, GoFloat, GoStringer, GoStruct, isTrue, kindOf, mapEntries, mapGet, numberValue, typeName } from "./values.ts";
+import { errorMessage } from "../../lib/errors.ts";
 
 /** sprig's strval: strings as is, everything else through %v. */
 function strval(v: unknown): string {
@@ -87,7 +88,7 @@ function regex(pattern: unknown): RegExp {
   try {
     return new RegExp(String(pattern), "g");
   } catch (e) {
-    throw new ExecFault(`error parsing regexp: ${(e as Error).message}`);
+    throw new ExecFault(`error parsing regexp: ${errorMessage(e)}`, { cause: e });
   }
 }
 

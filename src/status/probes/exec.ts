@@ -1,6 +1,6 @@
 // Exec probe (VM health checks only): the command exits 0 within the timeout.
 
-import { errorMessage } from "../errors.ts";
+import { errorMessage } from "../../lib/errors.ts";
 
 export interface ExecProbeRequest {
   command: string[];

@@ -7,7 +7,7 @@
 
 import http2 from "node:http2";
 import net from "node:net";
-import { errorMessage } from "../errors.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { joinHostPort } from "../loopback.ts";
 
 export const HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check";

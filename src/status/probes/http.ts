@@ -7,7 +7,7 @@
 import type http from "node:http";
 import type https from "node:https";
 import { isIPv6 } from "node:net";
-import { errorMessage } from "../errors.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { joinHostPort } from "../loopback.ts";
 
 export const MAX_PROBE_BODY = 10 * 1024;

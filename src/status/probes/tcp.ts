@@ -1,7 +1,7 @@
 // TCP probe: a connection that opens within the timeout is healthy.
 
 import net from "node:net";
-import { errorMessage } from "../errors.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { joinHostPort } from "../loopback.ts";
 
 export interface TcpProbeRequest {

@@ -5,6 +5,7 @@
 // stream, so compression would buy nothing and a stateless encoder cannot get out of sync.
 
 import { huffmanDecode } from "./huffman.ts";
+import { errorMessage } from "../../lib/errors.ts";
 
 export type HeaderList = [name: string, value: string][];
 
@@ -141,7 +142,7 @@ export class HpackDecoder {
       try {
         return huff ? huffmanDecode(raw) : Buffer.from(raw.buffer, raw.byteOffset, raw.length).toString("latin1");
       } catch (e) {
-        throw new HpackError((e as Error).message);
+        throw new HpackError(errorMessage(e), { cause: e });
       }
     };
     const entry = (index: number): readonly [string, string] => {
