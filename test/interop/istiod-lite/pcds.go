@@ -38,7 +38,7 @@ func newPcds(ds *xdsfake.FakeDiscoveryServer, rootPEM []byte, file string) (*pcd
 	}
 	discovery := ds.Discovery
 	p.bundle.UpdateCb(func() {
-		discovery.ConfigUpdate(&model.PushRequest{Full: true, Forced: true, Reason: model.NewReasonStats(model.GlobalUpdate)})
+		discovery.ConfigUpdate(&model.PushRequest{Forced: true, Reason: model.NewReasonStats(model.GlobalUpdate)})
 	})
 	discovery.Generators[v3.ProxyConfigType] = &xds.PcdsGenerator{TrustBundle: p.bundle}
 	return p, nil
