@@ -1,6 +1,6 @@
 // Workload key and CSR generation (Istio's pki/util generate_csr.go): RSA (WORKLOAD_RSA_KEY_SIZE)
-// or ECDSA P-256/P-384 with WebCrypto, the CSR built and signed by @peculiar/x509 with an empty
-// subject and a critical SAN extension carrying the SPIFFE URI. Keys are written as PKCS#1 /
+// or ECDSA P-256/P-384 with WebCrypto, the CSR built and signed by @peculiar/x509 with Istio's
+// subject (an empty Organization) and a critical SAN extension carrying the SPIFFE URI. Keys are written as PKCS#1 /
 // SEC1 like Istio, or PKCS#8 with PKCS8_KEY. The ASN.1 library is imported on first use so it
 // costs nothing at the agent's start.
 
@@ -69,6 +69,8 @@ export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<
   const x509 = await loadX509();
   const keys = await keygen;
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({
+    // Istio's GenCSRTemplate: Organization [""], an empty PrintableString "O=" attribute.
+    name: "O=",
     keys,
     signingAlgorithm: alg.sign,
     extensions: [new x509.SubjectAlternativeNameExtension([{ type: "url", value: spiffe }], true)],

@@ -66,7 +66,8 @@ export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, stri
   if (address === "") throw new CaError("config", "CA_ADDR: no CA address (and no discoveryAddress in ProxyConfig)");
   const tls = !address.endsWith(":15010");
   const headers: Record<string, string> = {};
-  if (env.ISTIO_META_CLUSTER_ID !== "") headers["ClusterID"] = env.ISTIO_META_CLUSTER_ID;
+  // Istio sends ClusterID on every CSR, empty when ISTIO_META_CLUSTER_ID is unset.
+  headers["ClusterID"] = env.ISTIO_META_CLUSTER_ID;
   for (const [k, v] of Object.entries(rawEnv)) {
     if (k.startsWith("CA_HEADER_") && k.length > "CA_HEADER_".length && v !== undefined) headers[k.slice("CA_HEADER_".length)] = v;
   }

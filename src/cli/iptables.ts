@@ -1,6 +1,6 @@
 // `agent iptables` (alias `istio-iptables`): the init container's traffic capture, with
 // istio-iptables' flags, environment variables, dry-run transcript and exit codes (1 on errors,
-// 126 when --run-validation fails).
+// 126 when --run-validation fails, 255 when the command line cannot be parsed).
 
 import { writeFileSync } from "node:fs";
 import type { EnvMap } from "../config/envdecl.ts";
@@ -28,6 +28,12 @@ export interface IptablesIo {
   now?: () => Date;
 }
 
+/**
+ * Exit status for a command line that cannot be parsed (unknown flag, bad flag value, bad log
+ * option): Istio's cobra command fails before running and pilot-agent's main exits -1.
+ */
+export const FLAG_ERROR_CODE = 255;
+
 const ENV_ONLY = new Set(["ISTIO_OUTBOUND_OWNER_GROUPS", "ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE", "ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", "ENVOY_USER", "DRY_RUN_FILE_PATH", "IPTABLES_TRACE_LOGGING"]);
 
 export const IPTABLES_HELP = `istio-iptables is responsible for setting up port forwarding for Istio Sidecar.
@@ -44,7 +50,7 @@ ${formatEnvHelp(IPTABLES_ENV.filter((d) => ENV_ONLY.has(d.name)))}
 
 Every flag marked [env X] can also be set by X; the command line wins. REDIRECT_DNS, DROP_INVALID and
 DUAL_STACK are also read from ISTIO_META_DNS_CAPTURE, INVALID_DROP and ISTIO_DUAL_STACK (which win when set).
-Exit codes: 0 ok, 1 error, ${VALIDATION_ERROR_CODE} validation failed.
+Exit codes: 0 ok, 1 error, ${VALIDATION_ERROR_CODE} validation failed, ${FLAG_ERROR_CODE} bad command line.
 `;
 
 export function iptablesHelp(): string {
@@ -74,7 +80,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
   } catch (e) {
     if (e instanceof FlagError || e instanceof CaptureConfigError) {
       io.stderr(`Error: ${e.message}\nRun 'agent iptables --help' for usage.\n`);
-      return 1;
+      return e instanceof FlagError ? FLAG_ERROR_CODE : 1;
     }
     throw e;
   }
@@ -88,7 +94,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
   } catch (e) {
     if (!(e instanceof LogConfigError)) throw e;
     io.stderr(`Error: ${e.message}\n`);
-    return 1;
+    return FLAG_ERROR_CODE;
   }
   const log = sink.logger();
   let cfg: CaptureConfig;

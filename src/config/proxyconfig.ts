@@ -58,6 +58,5 @@ export function defaultProxyConfig(): ProxyConfig {
     discoveryAddress: "istiod.istio-system.svc:15012",
     statNameLength: 189,
     statusPort: 15020,
-    tracing: { zipkin: { address: "zipkin.istio-system:9411" } },
   };
 }

@@ -79,7 +79,10 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
   const tracing = config.tracing as Record<string, { address?: unknown } | undefined> | undefined;
   for (const tracer of ["zipkin", "lightstep", "datadog"]) {
     const addr = tracing?.[tracer]?.address;
-    if (typeof addr === "string" && addr) addressProblem(addr, (m) => err(`tracing.${tracer}.address`, `invalid ${tracer} config: ${m}`));
+    // As Istio's collector validation: zipkin and datadog addresses may start with the pod's
+    // $(HOST_IP) (expanded later), checked as 127.0.0.1; lightstep's may not.
+    const checked = typeof addr === "string" && tracer !== "lightstep" ? addr.replace("$(HOST_IP)", "127.0.0.1") : addr;
+    if (typeof checked === "string" && checked) addressProblem(checked, (m) => err(`tracing.${tracer}.address`, `invalid ${tracer} config: ${m}`));
   }
 
   for (const f of ["proxyAdminPort", "statusPort"] as const) {

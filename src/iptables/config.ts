@@ -201,7 +201,8 @@ export function validateCaptureConfig(c: CaptureConfig): void {
     ["ISTIO_OUTBOUND_OWNER_GROUPS", c.OUTBOUND_OWNER_GROUPS_INCLUDE === "*" ? "" : c.OUTBOUND_OWNER_GROUPS_INCLUDE],
     ["ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE", c.OUTBOUND_OWNER_GROUPS_EXCLUDE],
   ] as const) {
-    for (const g of splitList(v)) if (!NAME_OR_ID.test(g)) fail(name, `invalid group "${g}" (want a group name or numeric GID)`);
+    // Istio writes "*" in the excluded list as given (`--gid-owner *`): accepted as it does.
+    for (const g of splitList(v)) if (!NAME_OR_ID.test(g) && !(g === "*" && name.endsWith("_EXCLUDE"))) fail(name, `invalid group "${g}" (want a group name or numeric GID)`);
   }
   if (c.OUTBOUND_OWNER_GROUPS_INCLUDE !== "*" && splitList(c.OUTBOUND_OWNER_GROUPS_INCLUDE).length > 64) {
     const n = splitList(c.OUTBOUND_OWNER_GROUPS_INCLUDE).length;

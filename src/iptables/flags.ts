@@ -78,6 +78,8 @@ export const LOG_FLAGS: readonly FlagSpec[] = [
   { name: "log_rotate_max_age", type: "int", default: 30, usage: "The maximum age in days of a log file beyond which the file is rotated (0 indicates no limit)", hidden: true },
   { name: "log_rotate_max_backups", type: "int", default: 1000, usage: "The maximum number of log file backups to keep before older files are deleted (0 indicates no limit)", hidden: true },
   { name: "log_rotate_max_size", type: "int", default: 104857600, usage: "The maximum size in megabytes of a log file beyond which the file is rotated", hidden: true },
+  // pilot-agent registers klog's verbosity on every command line (pkg/log EnableKlogWithCobra).
+  { name: "vklog", type: "int", default: 0, usage: "number for the log level verbosity. Like -v flag. ex: --vklog=9" },
   { name: "help", short: "h", type: "bool", default: false, usage: "help for iptables" },
 ];
 

@@ -38,7 +38,7 @@ describe("built-in default template", () => {
     const json = JSON.parse(text);
     expect(schema.validateBootstrap(json)).toEqual([]);
     expect(json.static_resources.listeners.map((l: { name: string }) => l.name)).toEqual(["0.0.0.0_15090", "0.0.0.0_15021"]);
-    expect(json.static_resources.clusters.map((c: { name: string }) => c.name)).toEqual(["prometheus_stats", "agent", "sds-grpc", "zipkin", "xds-grpc"]);
+    expect(json.static_resources.clusters.map((c: { name: string }) => c.name)).toEqual(["prometheus_stats", "agent", "sds-grpc", "xds-grpc"]);
     expect(json.node.cluster).toBe("reviews.bookinfo");
     const golden = join(import.meta.dir, "golden/default_bootstrap.json");
     expectGolden(golden, text);

@@ -6,7 +6,7 @@ import { generateKeyAndCsr, keyOptionsFromEnv, spiffeId, type KeyOptions } from 
 import { IstioCaClient } from "../../src/ca/client.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { FakeCa } from "../support/fake-ca.ts";
-import { certPubkey, certText, csrText, keyPubkey, OPENSSL, verifyChain } from "./openssl.ts";
+import { certPubkey, certText, csrDerHex, csrSubject, csrText, keyPubkey, OPENSSL, verifyChain } from "./openssl.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -73,6 +73,10 @@ describeRequiring(OPENSSL, "issued certificates verified by openssl", () => {
     expect(csr.ok).toBe(true);
     expect(csr.out).toContain(`URI:${SPIFFE}`);
     expect(csr.out).toMatch(/Subject Alternative Name: critical/);
+    // Istio's GenCSRTemplate sets Organization [""]: Go encodes it as an empty PrintableString,
+    // SEQUENCE { SET { SEQUENCE { OID 2.5.4.10, PrintableString "" } } } (the DER of a Go CSR).
+    expect(csrSubject(csrPem)).toBe("subject=O = \n");
+    expect(csrDerHex(csrPem)).toContain("0201003" + "00b31093007060355040a1300");
     const chain = await client.sign(csrPem, 3600);
     expect(chain.length).toBe(2);
     expect(chain[1]).toBe(ca.caRootPem);

@@ -44,3 +44,14 @@ export function csrText(csrPem: string): { ok: boolean; out: string } {
   const r = run(["req", "-noout", "-text", "-verify"], csrPem);
   return { ok: r.code === 0, out: r.out };
 }
+
+/** The CSR as DER (openssl's conversion), in hex. */
+export function csrDerHex(csrPem: string): string {
+  const r = spawnSync("openssl", ["req", "-outform", "DER"], { input: csrPem });
+  return Buffer.from(r.stdout ?? "").toString("hex");
+}
+
+/** The CSR's subject as openssl prints it (`req -noout -subject`). */
+export function csrSubject(csrPem: string): string {
+  return run(["req", "-noout", "-subject"], csrPem).out;
+}

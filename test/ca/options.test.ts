@@ -36,6 +36,9 @@ describe("caClientOptions", () => {
     expect(o.clientCertPath).toBe("/etc/certs/cert-chain.pem");
     expect(o.clientKeyPath).toBe("/etc/certs/key.pem");
   });
+  test("without ISTIO_META_CLUSTER_ID the ClusterID header is still sent, empty, as Istio's citadel client does", () => {
+    expect(caClientOptions(env(), {}, "a:15012").headers).toEqual({ ClusterID: "" });
+  });
   test("hostOf", () => {
     expect(hostOf("[::1]:15012")).toBe("::1");
     expect(hostOf("istiod:15012")).toBe("istiod");

@@ -20,6 +20,8 @@ describe("ProxyConfig layering: defaults < mesh file < PROXY_CONFIG < annotation
       statNameLength: 189,
       statusPort: 15020,
     });
+    // Istio's mesh.DefaultProxyConfig() has no tracing: no tracer unless one is configured.
+    expect(Object.keys(config.proxyConfig)).not.toContain("tracing");
     expect(config.proxyConfigSources.drainDuration).toBe("default");
   });
 

@@ -42,6 +42,17 @@ describe("ProxyConfig validation names the field and the layer", () => {
     expect(errorOf(pc)).toBe(message);
   });
 
+  // Istio's ValidateZipkinCollector/ValidateDatadogCollector put 127.0.0.1 in place of the first
+  // "$(HOST_IP)" before checking the address (Envoy's bootstrap gets it expanded); lightstep does not.
+  test.each([
+    ["tracing: {datadog: {address: '$(HOST_IP):8126'}}", "no error"],
+    ["tracing: {zipkin: {address: '$(HOST_IP):9411'}}", "no error"],
+    ["tracing: {datadog: {address: '$(HOST_IP)'}}", 'PROXY_CONFIG: tracing.datadog.address: invalid datadog config: unable to split "127.0.0.1": missing port in address'],
+    ["tracing: {lightstep: {address: '$(HOST_IP):8080', accessToken: t}}", 'PROXY_CONFIG: tracing.lightstep.address: invalid lightstep config: "$(HOST_IP)" is not a valid hostname or an IPv4 address'],
+  ])("tracer address with $(HOST_IP): %s", (pc, message) => {
+    expect(errorOf(pc)).toBe(message);
+  });
+
   test("several problems are all reported", () => {
     expect(errorOf('proxyAdminPort: 0\nstatusPort: 0')).toBe("PROXY_CONFIG: proxyAdminPort: port number 0 must be in the range 1..65535; PROXY_CONFIG: statusPort: port number 0 must be in the range 1..65535");
   });

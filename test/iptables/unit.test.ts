@@ -212,11 +212,26 @@ describe("routes and CLI", () => {
     expect((await run(["-n", "-p", "abc"])).err).toContain("--envoy-port");
     expect((await run(["-n", "-m", "NAT"])).err).toContain("--istio-inbound-interception-mode");
     expect((await run(["-n"], { DUAL_STACK: "yes" })).err).toContain("DUAL_STACK");
+    // As Istio's cobra command: a flag it cannot parse, or a bad log option, fails before the
+    // command runs and pilot-agent's main exits -1 (255); config errors exit 1.
+    expect(await run(["-n", "--bogus"])).toMatchObject({ code: 255 });
+    expect((await run(["-n", "--bogus"])).err).toContain("unknown flag: --bogus");
+    expect((await run(["-n", "--log_output_level=default:loud"])).code).toBe(255);
+    // pilot-agent registers klog's --vklog on every command line.
+    expect((await run(["-n", "--vklog=9"])).code).toBe(0);
+    expect((await run(["-n", "--vklog", "2"])).code).toBe(0);
     const help = await run(["--help"]);
     expect(help.code).toBe(0);
     expect(help.out).toContain("--istio-inbound-ports");
     expect(help.out).toContain("ISTIO_OUTBOUND_OWNER_GROUPS");
   });
+});
+
+test('ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE="*" is accepted and written as given, as Istio does', async () => {
+  let out = "";
+  const code = await runIptables(["-n", "-u", "1337", "-g", "1337"], { ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE: "*" }, { stdout: (s) => (out += s), stderr: () => {}, host: host() });
+  expect(code).toBe(0);
+  expect(out.split("\n")).toContain("-A ISTIO_OUTPUT -m owner --gid-owner * -j RETURN");
 });
 
 test("the real Xtables path checks payloads with --test before applying", async () => {

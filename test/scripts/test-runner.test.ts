@@ -4,7 +4,7 @@
 
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { closingLines, readSkips, skipSummary } from "../../scripts/test.ts";
+import { closingLines, readSkips, runsInterop, skipSummary } from "../../scripts/test.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const FIXTURE = "./test/scripts/fixtures/needs-tools.fixture.ts";
@@ -43,6 +43,21 @@ test("skip lines are read once each, in order; nothing skipped prints nothing", 
   expect(readSkips("SKIP b: x\nnoise\nSKIP a: y\nSKIP b: x\n")).toEqual(["SKIP b: x", "SKIP a: y"]);
   expect(skipSummary([], false)).toBe("");
   expect(skipSummary(["SKIP s: needs root"], true)).toBe("1 suite(s) could not run (CI=true turns these into failures):\n  s: needs root\n");
+});
+
+test("suites skipped for the same reason share one summary line, in first-seen order", () => {
+  expect(skipSummary(["SKIP a: needs Go", "SKIP b: needs root", "SKIP c: needs Go"], false)).toBe(
+    "3 suite(s) skipped (missing root or tools; under CI=true these fail):\n  a, c: needs Go\n  b: needs root\n",
+  );
+});
+
+test("the interop build runs only when the interop suites are part of the run", () => {
+  expect(runsInterop([])).toBe(true);
+  expect(runsInterop(["--bail"])).toBe(true);
+  expect(runsInterop(["test/interop/goldens.test.ts"])).toBe(true);
+  expect(runsInterop(["./test/interop"])).toBe(true);
+  expect(runsInterop(["test/dns"])).toBe(false);
+  expect(runsInterop(["./test/scripts/fixtures/needs-tools.fixture.ts"])).toBe(false);
 });
 
 test("closing lines are bun's counts only", () => {

@@ -10,6 +10,7 @@
 // same trust), records what clients send in <state>/requests.jsonl (the Node of the first
 // request of each xDS stream, every CSR and the gRPC metadata that came with it), prints one
 // JSON line with its ports and the root path on stdout, then serves until SIGTERM/SIGINT.
+// With --mesh-ca-certificates it also serves PCDS (pcds.go); SIGHUP re-reads that file.
 package main
 
 import (
@@ -48,6 +49,8 @@ func main() {
 	token := flag.String("token", "interop-token", "bearer token accepted by the discovery server and CA")
 	xdsPort := flag.Int("xds-port", 0, "discovery server port on 127.0.0.1 (0: any)")
 	caPort := flag.Int("ca-port", 0, "CA server port on 127.0.0.1 (0: any)")
+	meshCACerts := flag.String("mesh-ca-certificates", "", "PEM file of the mesh config's caCertificates: serve PCDS "+
+		"(with ISTIO_MULTIROOT_MESH=true), re-read on SIGHUP")
 	flag.Parse()
 	if *stateDir == "" {
 		fatalf("--state is required")
@@ -82,6 +85,12 @@ func main() {
 		KubernetesObjectString: kubeYAML,
 	})
 	ds.Discovery.Authenticators = []security.Authenticator{auth}
+	var trust *pcds
+	if *meshCACerts != "" {
+		if trust, err = newPcds(ds, roots.certPEM, *meshCACerts); err != nil {
+			fatalf("pcds: %v", err)
+		}
+	}
 	xdsServer := grpc.NewServer(serverCreds(serving, roots.pool),
 		grpc.ChainStreamInterceptor(rec.streamInterceptor))
 	ds.Discovery.Register(xdsServer)
@@ -107,8 +116,21 @@ func main() {
 	fmt.Println(string(ready))
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for s := range sig {
+		if s != syscall.SIGHUP {
+			break
+		}
+		if trust == nil {
+			continue
+		}
+		// Printed on stdout: the suites wait for this line before looking for the push.
+		if err := trust.reload(); err != nil {
+			fmt.Printf("{\"reloaded\":false,\"error\":%q}\n", err.Error())
+		} else {
+			fmt.Println(`{"reloaded":true}`)
+		}
+	}
 	xdsServer.Stop()
 	ca.GRPCServer.Stop()
 	f.runCleanups()

@@ -6,11 +6,11 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ISTIO_SRC } from "./go-build.ts";
+import { istioSource } from "./go-build.ts";
 
-/** Istio's own bootstrap template (tools/packaging/common/envoy_bootstrap.json) at the pinned commit. */
+/** Istio's own bootstrap template (tools/packaging/common/envoy_bootstrap.json) in the oracle's source. */
 export function istioBootstrapTemplate(): string {
-  return join(ISTIO_SRC, "tools/packaging/common/envoy_bootstrap.json");
+  return join(istioSource(), "tools/packaging/common/envoy_bootstrap.json");
 }
 
 export interface AgentRun {

@@ -1,12 +1,16 @@
 // Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference) and
 // istiod-lite (Istio's discovery server and CA on loopback), into test/interop/.bin (ignored).
-// Rebuilt only when go.mod, go.sum, the Go sources or the Go version change (a stamp file).
-// Nothing built here ships in dist/agent.
+// istio.io/istio and every module it needs come from the Go module proxy at the versions
+// test/interop/go.mod and go.sum name (no replace directives, no local source trees).
+// Rebuilt only when go.mod, go.sum, the Go sources, the build flags or the Go version change
+// (a stamp file). Nothing built here ships in dist/agent.
 //
-// Run ahead of time with `bun test/interop/support/go-build.ts`; the suites call ensureBuilt().
+// `npm test` (scripts/test.ts) builds once, before the suites, with progress lines
+// (buildInterop); `bun test/interop/support/go-build.ts` does the same alone. The suites only
+// check the stamp (interopUnmet -> ensureBuilt, a no-op when current).
 
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 export const INTEROP_DIR = resolve(import.meta.dir, "..");
@@ -15,22 +19,27 @@ export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
 export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
 const STAMP = join(BIN_DIR, "stamp");
 
-/** The pinned commit (../shared/reference/istio-agent.md) as a Go pseudo-version. */
-export const ISTIO_COMMIT = "86c9f01fd735fb01d8192f5bcaf0d424afb7f14c";
-export const ISTIO_VERSION = "v0.0.0-20260822200018-86c9f01fd735";
-/** Where go.mod's replace directive expects the source of istio.io/istio at ISTIO_COMMIT. */
-export const ISTIO_SRC = join(INTEROP_DIR, ".deps/istio");
+/** The oracle: the version of istio.io/istio that go.mod requires (the 1.31 line; docs/interop.md). */
+export const ISTIO_MODULE = "istio.io/istio";
+export const ISTIO_VERSION = "v0.0.0-20260827124520-eed52ebb66ad";
+export const ISTIO_COMMIT_PREFIX = "eed52ebb66ad";
 
 /**
- * Modules go.mod replaces with a folder under .deps/ because the module proxy does not serve
- * the pinned version. Each is filled from, in order: the module proxy (should it start serving
- * it), `GOPROXY=direct` (git from the origin), a local git mirror of the repository
- * (INTEROP_GIT_MIRRORS/<mirror>, default /work/.mirror).
+ * Set by scripts/test.ts for the `bun test` it runs: the build already happened (or failed with
+ * this message), so the suites must not start a build of their own inside a test's timeout.
  */
-const LOCAL_MODULES = [{ module: "istio.io/istio", version: ISTIO_VERSION, dir: ".deps/istio", mirror: "istio+istio/repo", commit: ISTIO_COMMIT, subdir: "" }];
+export const BUILD_ERROR_ENV = "INTEROP_BUILD_ERROR";
+export const PREBUILT_ENV = "INTEROP_PREBUILT";
 
-/** A note in each filled folder saying where its source came from. */
-export const SOURCE_NOTE = ".interop-source";
+/** Small, reproducible binaries: no local paths, no symbol tables (the link is a large share of the build). */
+const BUILD_FLAGS = ["-trimpath", "-ldflags=-s -w"];
+
+export type Binary = "pilot-agent" | "istiod-lite";
+const PACKAGES: Record<Binary, [string, string]> = {
+  "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
+  "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
+};
+const ALL: Binary[] = ["pilot-agent", "istiod-lite"];
 
 /** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
 export function findGo(): string | undefined {
@@ -39,8 +48,14 @@ export function findGo(): string | undefined {
   return Bun.which("go") ?? (existsSync("/usr/local/go/bin/go") ? "/usr/local/go/bin/go" : undefined);
 }
 
-function run(cmd: string[], cwd: string, env: Record<string, string | undefined> = {}): string {
-  const p = Bun.spawnSync(cmd, { cwd, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+function requireGo(): string {
+  const go = findGo();
+  if (!go) throw new Error("Go not found (install Go from https://go.dev/dl, or set INTEROP_GO to the go binary)");
+  return go;
+}
+
+function run(cmd: string[], cwd: string): string {
+  const p = Bun.spawnSync(cmd, { cwd, env: process.env, stdout: "pipe", stderr: "pipe" });
   if (p.exitCode !== 0) {
     throw new Error(`${cmd.join(" ")} (in ${cwd}) exited ${p.exitCode}:\n${p.stderr.toString().slice(-4000)}`);
   }
@@ -61,6 +76,7 @@ function goSources(dir: string, out: string[] = []): string[] {
 export function sourceStamp(go: string): string {
   const h = createHash("sha256");
   h.update(run([go, "version"], INTEROP_DIR));
+  h.update(BUILD_FLAGS.join("\0") + "\0");
   for (const f of ["go.mod", "go.sum", ...goSources(INTEROP_DIR).map((p) => p.slice(INTEROP_DIR.length + 1))]) {
     h.update(f + "\0");
     h.update(readFileSync(join(INTEROP_DIR, f)));
@@ -68,50 +84,37 @@ export function sourceStamp(go: string): string {
   return h.digest("hex");
 }
 
-function fillLocalModules(go: string): void {
-  for (const m of LOCAL_MODULES) {
-    const dest = join(INTEROP_DIR, m.dir);
-    if (existsSync(join(dest, "go.mod"))) continue;
-    const tmp = `${dest}.tmp-${process.pid}`;
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp, { recursive: true });
-    // 1-2. The module proxy, then the origin, asked outside this module so go.mod's replace does not apply.
-    let info: { Dir?: string } = {};
-    let source = "";
-    for (const proxy of [undefined, "direct"]) {
-      const dl = Bun.spawnSync([go, "mod", "download", "-json", `${m.module}@${m.version}`], {
-        cwd: "/",
-        stdout: "pipe",
-        stderr: "pipe",
-        env: { ...process.env, ...(proxy ? { GOPROXY: proxy } : {}), GOFLAGS: "-mod=mod" },
-      });
-      if (dl.exitCode === 0) info = JSON.parse(dl.stdout.toString()) as { Dir?: string };
-      if (info.Dir) {
-        source = `go mod download (GOPROXY=${proxy ?? "default"})`;
-        break;
-      }
-    }
-    if (info.Dir) {
-      cpSync(info.Dir, tmp, { recursive: true });
-    } else {
-      // 2. A git mirror of the upstream repository (INTEROP_GIT_MIRRORS, default /work/.mirror).
-      const repo = join(process.env.INTEROP_GIT_MIRRORS ?? "/work/.mirror", m.mirror);
-      if (!existsSync(repo)) {
-        rmSync(tmp, { recursive: true, force: true });
-        throw new Error(`${m.module}@${m.version}: the module proxy does not serve it and no git mirror at ${repo} (set INTEROP_GIT_MIRRORS to a folder holding ${m.mirror})`);
-      }
-      const archive = `${tmp}.tar`;
-      const tar = Bun.spawnSync(["git", "-C", repo, "archive", "-o", archive, m.commit, ...(m.subdir ? [m.subdir] : [])], { stderr: "pipe" });
-      if (tar.exitCode !== 0) throw new Error(`git archive ${m.commit} in ${repo}: ${tar.stderr.toString()}`);
-      const x = Bun.spawnSync(["tar", "-x", "-f", archive, "-C", tmp, ...(m.subdir ? ["--strip-components=1"] : [])], { stderr: "pipe" });
-      rmSync(archive, { force: true });
-      source = `git archive ${m.commit} of ${repo}`;
-      if (x.exitCode !== 0) throw new Error(`unpacking ${m.module}: ${x.stderr.toString()}`);
-    }
-    writeFileSync(join(tmp, SOURCE_NOTE), `${m.module}@${m.version} from ${source}\n`);
-    rmSync(dest, { recursive: true, force: true });
-    renameSync(tmp, dest);
+/**
+ * The folder of the oracle's source in the module cache (downloaded from the module proxy when
+ * absent). The goldens test and the bootstrap template come from here.
+ */
+export function istioSource(): string {
+  const dir = run([requireGo(), "mod", "download", "-json", `${ISTIO_MODULE}@${ISTIO_VERSION}`], INTEROP_DIR);
+  const info = JSON.parse(dir) as { Dir?: string; Error?: string };
+  if (!info.Dir) throw new Error(`go mod download ${ISTIO_MODULE}@${ISTIO_VERSION}: ${info.Error ?? "no Dir"}`);
+  return info.Dir;
+}
+
+function stale(go: string, which: Binary[]): { stamp: string; todo: Binary[] } {
+  const stamp = sourceStamp(go);
+  const todo = which.filter((name) => {
+    const stampFile = `${STAMP}-${name}`;
+    return !(existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp && existsSync(PACKAGES[name][0]));
+  });
+  return { stamp, todo };
+}
+
+function buildCommand(go: string, outDir: string, todo: Binary[]): string[] {
+  // One `go build` for both: the packages they share compile once, in parallel.
+  return [go, "build", ...BUILD_FLAGS, "-v", "-o", outDir + "/", ...todo.map((n) => PACKAGES[n][1])];
+}
+
+function install(outDir: string, todo: Binary[], stamp: string): void {
+  for (const name of todo) {
+    renameSync(join(outDir, name), PACKAGES[name][0]);
+    writeFileSync(`${STAMP}-${name}`, stamp);
   }
+  rmSync(outDir, { recursive: true, force: true });
 }
 
 export interface BuildResult {
@@ -119,42 +122,75 @@ export interface BuildResult {
   seconds: number;
 }
 
-export type Binary = "pilot-agent" | "istiod-lite";
-const PACKAGES: Record<Binary, [string, string]> = {
-  "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
-  "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
-};
-
 /**
- * Builds the named binaries (default both) unless their stamps say they are current. Throws
- * with the go output on failure.
+ * Builds the named binaries (default both) unless their stamps say they are current, in one
+ * synchronous `go build` (no progress: use buildInterop for long builds). Throws with the go
+ * output on failure.
  */
-export function ensureBuilt(log: (line: string) => void = () => {}, which: Binary[] = ["pilot-agent", "istiod-lite"]): BuildResult {
-  const go = findGo();
-  if (!go) throw new Error("Go not found (install Go, or set INTEROP_GO to the go binary)");
-  const stamp = sourceStamp(go);
+export function ensureBuilt(log: (line: string) => void = () => {}, which: Binary[] = ALL): BuildResult {
+  const go = requireGo();
   const t0 = performance.now();
-  let built = false;
-  for (const name of which) {
-    const [out, pkg] = PACKAGES[name];
-    const stampFile = `${STAMP}-${name}`;
-    if (existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp && existsSync(out)) continue;
-    mkdirSync(BIN_DIR, { recursive: true });
-    fillLocalModules(go);
-    log(`interop: building ${name} from istio.io/istio@${ISTIO_VERSION} (the first build with a cold module cache takes many minutes)`);
-    const tmp = `${out}.tmp-${process.pid}`;
-    run([go, "build", "-o", tmp, pkg], INTEROP_DIR);
-    renameSync(tmp, out);
-    writeFileSync(stampFile, stamp);
-    built = true;
-  }
-  return { built, seconds: (performance.now() - t0) / 1000 };
+  const { stamp, todo } = stale(go, which);
+  if (todo.length === 0) return { built: false, seconds: (performance.now() - t0) / 1000 };
+  mkdirSync(BIN_DIR, { recursive: true });
+  log(`interop: building ${todo.join(" and ")} from ${ISTIO_MODULE}@${ISTIO_VERSION} (a cold module and build cache takes many minutes)`);
+  const outDir = join(BIN_DIR, `tmp-${process.pid}`);
+  run(buildCommand(go, outDir, todo), INTEROP_DIR);
+  install(outDir, todo, stamp);
+  return { built: true, seconds: (performance.now() - t0) / 1000 };
 }
 
-/** For describeRequiring's `check`: why the interop binaries cannot be used, or undefined. */
+/**
+ * ensureBuilt with a progress line every `everySeconds` (packages compiled so far, elapsed
+ * time), so a cold build of many minutes is never silent. Resolves with the result; rejects with
+ * the tail of go's output on failure.
+ */
+export async function buildInterop(log: (line: string) => void, which: Binary[] = ALL, everySeconds = 30): Promise<BuildResult> {
+  const go = requireGo();
+  const t0 = performance.now();
+  const { stamp, todo } = stale(go, which);
+  if (todo.length === 0) return { built: false, seconds: (performance.now() - t0) / 1000 };
+  mkdirSync(BIN_DIR, { recursive: true });
+  log(`interop: building ${todo.join(" and ")} from ${ISTIO_MODULE}@${ISTIO_VERSION} with ${go} (cold caches: see docs/interop.md for how long)`);
+  const outDir = join(BIN_DIR, `tmp-${process.pid}`);
+  const proc = Bun.spawn(buildCommand(go, outDir, todo), { cwd: INTEROP_DIR, env: process.env, stdout: "pipe", stderr: "pipe" });
+  let packages = 0;
+  let tail = "";
+  const elapsed = () => Math.round((performance.now() - t0) / 1000);
+  const timer = setInterval(() => log(`interop: go build running, ${packages} packages compiled, ${elapsed()} s`), everySeconds * 1000);
+  try {
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stderr) {
+      const text = decoder.decode(chunk, { stream: true });
+      // `go build -v` names each package as it is compiled; "go: downloading" lines name modules.
+      packages += text.split("\n").filter((l) => l && !l.startsWith("go: ") && !l.startsWith("#")).length;
+      tail = (tail + text).slice(-4000);
+    }
+    const code = await proc.exited;
+    if (code !== 0) throw new Error(`go build (in ${INTEROP_DIR}) exited ${code}:\n${tail}`);
+  } finally {
+    clearInterval(timer);
+  }
+  install(outDir, todo, stamp);
+  const seconds = (performance.now() - t0) / 1000;
+  log(`interop: built ${todo.join(" and ")} in ${Math.round(seconds)} s (${packages} packages)`);
+  return { built: true, seconds };
+}
+
+/**
+ * For describeRequiring's `check`: why the interop binaries cannot be used, or undefined. Under
+ * scripts/test.ts the build already ran: its failure is reported as is, and a missing binary is
+ * not rebuilt inside a test's timeout.
+ */
 export function interopUnmet(which?: Binary[]): string | undefined {
   if (!findGo()) return "Go (https://go.dev/dl, or set INTEROP_GO); then `bun test/interop/support/go-build.ts`";
+  const failed = process.env[BUILD_ERROR_ENV];
+  if (failed) return `the Go interop binaries, whose build failed: ${failed.split("\n").slice(0, 6).join(" | ")}`;
   try {
+    if (process.env[PREBUILT_ENV]) {
+      const { todo } = stale(requireGo(), which ?? ALL);
+      return todo.length ? `the Go interop binaries ${todo.join(", ")} (not built; run \`bun test/interop/support/go-build.ts\`)` : undefined;
+    }
     ensureBuilt((l) => console.log(l), which);
     return undefined;
   } catch (e) {
@@ -163,6 +199,6 @@ export function interopUnmet(which?: Binary[]): string | undefined {
 }
 
 if (import.meta.main) {
-  const r = ensureBuilt((l) => console.log(l));
-  console.log(r.built ? `interop: built in ${r.seconds.toFixed(0)} s into ${BIN_DIR}` : `interop: ${BIN_DIR} is current`);
+  const r = await buildInterop((l) => console.log(l));
+  if (!r.built) console.log(`interop: ${BIN_DIR} is current`);
 }

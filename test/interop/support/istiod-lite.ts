@@ -39,6 +39,12 @@ export interface IstiodLite {
   setConfig(yaml: string): void;
   /** Stop (SIGTERM) and start again on the same ports with the same root. */
   restart(): Promise<void>;
+  /**
+   * Replace the mesh config's caCertificates (PEM) and have istiod-lite re-read them (SIGHUP):
+   * resolves once it has reloaded, so a push of the new trust bundle is under way. Only for a
+   * server started with `meshCaCertificates`.
+   */
+  reloadMeshCaCertificates(pem: string): Promise<void>;
   /** Lines it wrote on stderr, for failure messages. */
   log(): string;
   stop(): Promise<void>;
@@ -51,19 +57,35 @@ interface Ready {
   requests: string;
 }
 
-export async function startIstiodLite(yaml = ""): Promise<IstiodLite> {
+export interface LiteOptions {
+  /**
+   * Serve PCDS as istiod does with ISTIO_MULTIROOT_MESH=true: the trust bundle is the CA's root
+   * plus these certificates (PEM), the mesh config's caCertificates.
+   */
+  meshCaCertificates?: string;
+}
+
+export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promise<IstiodLite> {
   const work = mkdtempSync(join(tmpdir(), "istiod-lite-"));
   const configDir = join(work, "config");
   const stateDir = join(work, "state");
+  const caCertsFile = join(work, "mesh-ca-certificates.pem");
   mkdirSync(configDir);
   writeFileSync(join(configDir, "config.yaml"), yaml);
+  if (opts.meshCaCertificates !== undefined) writeFileSync(caCertsFile, opts.meshCaCertificates);
   let stderr = "";
+  let stdout = "";
   let proc: ReturnType<typeof Bun.spawn> | undefined;
 
   const launch = async (ports?: Ready): Promise<Ready> => {
     const args = [ISTIOD_LITE, "--config", configDir, "--state", stateDir];
     if (ports) args.push("--xds-port", String(ports.xdsPort), "--ca-port", String(ports.caPort));
-    const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work } });
+    const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work };
+    if (opts.meshCaCertificates !== undefined) {
+      args.push("--mesh-ca-certificates", caCertsFile);
+      env.ISTIO_MULTIROOT_MESH = "true";
+    }
+    const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe", env });
     proc = p;
     void (async () => {
       for await (const c of p.stderr as ReadableStream<Uint8Array>) stderr = (stderr + new TextDecoder().decode(c)).slice(-200_000);
@@ -82,8 +104,9 @@ export async function startIstiodLite(yaml = ""): Promise<IstiodLite> {
       out += new TextDecoder().decode(r.value);
     }
     reader.releaseLock();
+    stdout = "";
     void (async () => {
-      for await (const _ of p.stdout as ReadableStream<Uint8Array>) void _;
+      for await (const c of p.stdout as ReadableStream<Uint8Array>) stdout = (stdout + new TextDecoder().decode(c)).slice(-200_000);
     })();
     return JSON.parse(readyLine()!) as Ready;
   };
@@ -113,6 +136,19 @@ export async function startIstiodLite(yaml = ""): Promise<IstiodLite> {
     async restart() {
       await stopProc();
       ready = await launch(ready);
+    },
+    async reloadMeshCaCertificates(pem) {
+      if (opts.meshCaCertificates === undefined) throw new Error("istiod-lite was started without meshCaCertificates");
+      writeFileSync(caCertsFile, pem);
+      const before = stdout.split('{"reloaded"').length;
+      proc?.kill("SIGHUP");
+      const deadline = Date.now() + 20_000;
+      while (stdout.split('{"reloaded"').length === before) {
+        if (Date.now() > deadline) throw new Error(`istiod-lite did not report the reload; stderr tail:\n${stderr.slice(-3000)}`);
+        await Bun.sleep(50);
+      }
+      const line = stdout.split("\n").filter((l) => l.startsWith('{"reloaded"')).pop()!;
+      if (!line.startsWith('{"reloaded":true')) throw new Error(`istiod-lite could not reload the trust anchors: ${line}`);
     },
     log: () => stderr,
     async stop() {

@@ -21,7 +21,6 @@ import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
  * Known differences, each reported in docs/compat.md. `path` matches the JSON path of a
  * difference in the named document; `applies` narrows it to the cases it concerns.
  */
-const noTracing = (c: PodCase): boolean => !/"tracing":/.test(c.env.PROXY_CONFIG ?? "") && !(c.files["etc/istio/pod/annotations"] ?? "").includes("tracing");
 export const EXPECTED: { doc: "start" | "argv" | "bootstrap" | "grpc"; path: RegExp; applies?: (c: PodCase) => boolean; reason: string }[] = [
   {
     doc: "argv",
@@ -32,24 +31,6 @@ export const EXPECTED: { doc: "start" | "argv" | "bootstrap" | "grpc"; path: Reg
     doc: "grpc",
     path: /^xds_servers\[0\]\.server_uri$/,
     reason: "grpc-bootstrap.json server_uri: Istio writes unix:///etc/istio/proxy/XDS (the relative path made absolute from /), we write the real absolute path",
-  },
-  {
-    doc: "bootstrap",
-    path: /^(node\.metadata\.PROXY_CONFIG\.tracing|tracing|static_resources\.clusters\[\d+\])$/,
-    applies: noTracing,
-    reason: "no tracing configured: Istio 1.32 sets no tracer, we default to Zipkin at zipkin.istio-system:9411 (metadata, tracing and a zipkin cluster)",
-  },
-  {
-    doc: "grpc",
-    path: /^node\.metadata\.PROXY_CONFIG\.tracing$/,
-    applies: noTracing,
-    reason: "no tracing configured: Istio 1.32 sets no tracer, we default to Zipkin at zipkin.istio-system:9411 (metadata, tracing and a zipkin cluster)",
-  },
-  {
-    doc: "start",
-    path: /^$/,
-    applies: (c) => (c.env.PROXY_CONFIG ?? "").includes('"datadog":{"address":"$('),
-    reason: "datadog tracer address with an unexpanded $(HOST_IP): Istio starts Envoy with it, we refuse to start (invalid datadog config)",
   },
 ];
 

@@ -1,5 +1,6 @@
 // Differential: the status port of our agent and of Istio's pilot-agent over a matrix of states
-// (Envoy ready or not, application probes up, down or unknown, after /drain), each agent started
+// (Envoy ready or not, application probes up, down or unknown, after /drain, a name table from
+// istiod's NDS or none, proxyless without istiod), each agent started
 // one after the other in a fresh directory with identical env and ports, with the interop
 // stand-in as Envoy (admin API only; INTEROP_ENVOY_READY says whether its stats report config).
 
@@ -20,9 +21,20 @@ interface State {
   envoyReady: boolean;
   /** Requests made in order; the codes of all are compared. */
   requests: { method: "GET" | "POST"; path: string }[];
+  /** More environment for both agents ({dns} is replaced by a free port). */
+  env?: Record<string, string>;
+  /** Proxyless (DISABLE_ENVOY=true): no Envoy, so no admin port to wait for. */
+  proxyless?: boolean;
+  /** Before the requests, wait (bounded) until this path answers 200: the sentinel of the state. */
+  settle?: string;
+  /** istiod unreachable: the agent never receives xDS (no name table ever). */
+  noIstiod?: boolean;
 }
 
 const READY = { method: "GET" as const, path: "/healthz/ready" };
+const NDSZ = { method: "GET" as const, path: "/debug/ndsz" };
+/** DNS capture with the DNS proxy on a free port; the stand-in Envoy opens the xDS stream that brings NDS. */
+const DNS = { ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: "127.0.0.1:{dns}", INTEROP_ENVOY_XDS: "sotw" };
 const STATES: State[] = [
   { name: "Envoy has no config", envoyReady: false, requests: [READY] },
   { name: "Envoy ready", envoyReady: true, requests: [READY] },
@@ -31,6 +43,11 @@ const STATES: State[] = [
   { name: "unknown app probe", envoyReady: true, requests: [{ method: "GET", path: "/app-health/none/livez" }] },
   { name: "unknown path", envoyReady: true, requests: [{ method: "GET", path: "/no-such-endpoint" }] },
   { name: "draining", envoyReady: true, requests: [READY, { method: "POST", path: "/drain" }, READY] },
+  // The name table: /debug/ndsz is 404 without one, 200 once istiod's NDS has arrived; readiness
+  // does not wait for it (Istio gates neither a sidecar nor a proxyless pod on DNS).
+  { name: "no name table (DNS capture off)", envoyReady: true, requests: [NDSZ, READY] },
+  { name: "name table from istiod (DNS capture on)", envoyReady: true, env: DNS, settle: "/debug/ndsz", requests: [NDSZ, READY] },
+  { name: "proxyless, name table never arrives (istiod unreachable)", envoyReady: false, proxyless: true, noIstiod: true, env: DNS, requests: [READY, NDSZ] },
 ];
 
 describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's pilot-agent over a matrix of states", () => {
@@ -45,7 +62,7 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
     await lite?.stop();
   });
 
-  async function codes(bin: string, st: State, ports: { status: number; admin: number }): Promise<number[]> {
+  async function codes(bin: string, st: State, ports: { status: number; admin: number; dns: number; dead: number }): Promise<number[]> {
     const dir = mkdtempSync(join(tmpdir(), "agent-status-diff-"));
     const files: Record<string, string> = { "var/run/secrets/tokens/istio-token": LITE_TOKEN, "var/run/secrets/istio/root-cert.pem": lite.rootPem };
     for (const [rel, text] of Object.entries(files)) {
@@ -70,7 +87,9 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
       ISTIO_KUBE_APP_PROBERS: JSON.stringify(probers),
       INTEROP_ENVOY_READY: st.envoyReady ? "1" : "0",
       INTEROP_ENVOY_RECORD: join(dir, "standin.jsonl"),
-      PROXY_CONFIG: JSON.stringify({ discoveryAddress: lite.xdsAddress, binaryPath: writeStandinLauncher(dir), statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: "1s", terminationDrainDuration: "1s" }),
+      PROXY_CONFIG: JSON.stringify({ discoveryAddress: st.noIstiod ? `127.0.0.1:${ports.dead}` : lite.xdsAddress, binaryPath: writeStandinLauncher(dir), statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: "1s", terminationDrainDuration: "1s" }),
+      ...Object.fromEntries(Object.entries(st.env ?? {}).map(([k, v]) => [k, v.replace("{dns}", String(ports.dns))])),
+      ...(st.proxyless ? { DISABLE_ENVOY: "true" } : {}),
     };
     const p = Bun.spawn([bin, "proxy", "sidecar"], { cwd: dir, env, stdout: "ignore", stderr: "ignore" });
     try {
@@ -79,7 +98,7 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
       const get = (port: number, path: string, method = "GET") => fetch(`http://127.0.0.1:${port}${path}`, { method, signal: AbortSignal.timeout(3000) });
       for (;;) {
         try {
-          await get(ports.admin, "/ready");
+          if (!st.proxyless) await get(ports.admin, "/ready");
           await get(ports.status, "/healthz/ready");
           break;
         } catch {
@@ -90,6 +109,9 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
       if (st.envoyReady) {
         // Both agents may need a probe round before they call Envoy ready: wait for it.
         while ((await get(ports.status, "/healthz/ready")).status !== 200 && Date.now() < deadline) await Bun.sleep(200);
+      }
+      if (st.settle) {
+        while ((await get(ports.status, st.settle)).status !== 200 && Date.now() < deadline) await Bun.sleep(200);
       }
       const out: number[] = [];
       for (const r of st.requests) out.push((await get(ports.status, r.path, r.method)).status);
@@ -105,7 +127,7 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
   for (const st of STATES) {
     test(`${st.name}: the same status codes`, async () => {
       requireBinary();
-      const ports = { status: await freePort(), admin: await freePort() };
+      const ports = { status: await freePort(), admin: await freePort(), dns: await freePort(), dead: await freePort() };
       const theirs = await codes(PILOT_AGENT, st, ports);
       const ours = await codes(DIST_AGENT, st, ports);
       expect({ state: st.name, codes: ours }).toEqual({ state: st.name, codes: theirs });
