@@ -102,7 +102,8 @@ function checkNeeds(file: string, key: string | undefined, expectations: Record<
   if (!key) return undefined; // not a Linux build: nothing recorded to compare with
   const want = expectations[key];
   const actual = readElfNeeds(file);
-  if (!want) return `${file}: build-needs.json has no entry "${key}"; its needs are ${JSON.stringify({ interpreter: actual.interpreter, needed: actual.needed, maxGlibc: actual.maxGlibc })}`;
+  if (!want)
+    return `${file}: build-needs.json has no entry "${key}"; its needs are ${JSON.stringify({ interpreter: actual.interpreter, needed: actual.needed, maxGlibc: actual.maxGlibc })}`;
   const diff = needsDiff(actual, want);
   if (diff.length === 0) return undefined;
   return `${file} (${key}) needs something else on its target than build-needs.json records:\n  ${diff.join("\n  ")}\nIf this is intended, update the expectation (build-needs.json) and the README's "Build" section together.`;

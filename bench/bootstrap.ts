@@ -45,7 +45,8 @@ export async function run(): Promise<string> {
   const root = mkdtempSync(join(tmpdir(), "bench-bootstrap-"));
   try {
     const cfg = typicalAgentConfig(root);
-    const paramsOf = () => toTemplateParams({ node: buildNode(nodeInputsFromConfig(cfg)), compliancePolicy: "", logAsJson: false, flags: bootstrapFlagsFromConfig(cfg) });
+    const paramsOf = () =>
+      toTemplateParams({ node: buildNode(nodeInputsFromConfig(cfg)), compliancePolicy: "", logAsJson: false, flags: bootstrapFlagsFromConfig(cfg) });
     const builtin = builtinTemplateText();
     const compiled = compileTemplate("builtin", builtin);
     const params = paramsOf().params;
@@ -57,7 +58,10 @@ export async function run(): Promise<string> {
     ];
     if (existsSync(ISTIO_TEMPLATE)) {
       const istio = readFileSync(ISTIO_TEMPLATE, "utf8");
-      rows.push(["render Istio's envoy_bootstrap.json (parse + parameters + execute)", time(500, () => renderTemplate(compileTemplate("istio", istio), paramsOf().params))]);
+      rows.push([
+        "render Istio's envoy_bootstrap.json (parse + parameters + execute)",
+        time(500, () => renderTemplate(compileTemplate("istio", istio), paramsOf().params)),
+      ]);
     }
     rows.push(["writeBootstrap, whole (metadata, render, envoy-rev.json written)", await timeAsync(200, () => writeBootstrap(cfg))]);
     const out = renderTemplate(compiled, params);

@@ -87,7 +87,9 @@ function grpcFrame(msg: Uint8Array): Buffer {
 type Bootstrap = {
   node?: { id?: string };
   admin?: { address?: { socket_address?: { address?: string; port_value?: number } } };
-  static_resources?: { clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[] };
+  static_resources?: {
+    clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[];
+  };
 };
 
 /** CDS + LDS over ADS until the stream ends; then again after 100 ms (as Envoy reconnects). */
@@ -119,10 +121,16 @@ function subscribe(socket: string, nodeId: string, updates: { cds: number; lds: 
 function main(): void {
   const argv = process.argv.slice(2);
   const bootstrap = JSON.parse(readFileSync(argv[argv.indexOf("-c") + 1]!, "utf8")) as Bootstrap;
-  const pipe = bootstrap.static_resources?.clusters?.find((c) => c.name === "xds-grpc")?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.pipe?.path;
+  const pipe = bootstrap.static_resources?.clusters?.find((c) => c.name === "xds-grpc")?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address
+    ?.pipe?.path;
   const updates = { cds: 0, lds: 0 };
   if (pipe) subscribe(resolve(pipe), bootstrap.node?.id ?? "", updates);
-  const stats = () => [`cluster_manager.cds.update_success: ${updates.cds}`, `listener_manager.lds.update_success: ${updates.lds}`, "server.state: 0", "listener_manager.workers_started: 1"];
+  const stats = () => [
+    `cluster_manager.cds.update_success: ${updates.cds}`,
+    `listener_manager.lds.update_success: ${updates.lds}`,
+    "server.state: 0",
+    "listener_manager.workers_started: 1",
+  ];
   const sa = bootstrap.admin?.address?.socket_address ?? {};
   Bun.serve({
     port: sa.port_value ?? 15000,
@@ -132,7 +140,11 @@ function main(): void {
       if (url.pathname === "/ready") return new Response("LIVE\n");
       if (url.pathname === "/stats") {
         const re = new RegExp(url.searchParams.get("filter") ?? "");
-        return new Response(stats().filter((l) => re.test(l.split(":")[0]!)).join("\n"));
+        return new Response(
+          stats()
+            .filter((l) => re.test(l.split(":")[0]!))
+            .join("\n"),
+        );
       }
       if (url.pathname === "/quitquitquit") setTimeout(() => process.exit(0), 10);
       return new Response("OK\n");

@@ -91,7 +91,13 @@ function podEnv(dir: string, statusPort: number, adminPort: number, envoy: strin
     INSTANCE_IP: "127.0.0.1",
     ISTIO_META_CLUSTER_ID: "Kubernetes",
     ...(process.env.COLDSTART_CLOUD_PLATFORM ? { CLOUD_PLATFORM: process.env.COLDSTART_CLOUD_PLATFORM } : {}),
-    PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort, proxyAdminPort: adminPort, terminationDrainDuration: "1s", ...(extra.LOCAL_XDS_PATH ? { controlPlaneAuthPolicy: "NONE" } : {}) }),
+    PROXY_CONFIG: JSON.stringify({
+      binaryPath: envoy,
+      statusPort,
+      proxyAdminPort: adminPort,
+      terminationDrainDuration: "1s",
+      ...(extra.LOCAL_XDS_PATH ? { controlPlaneAuthPolicy: "NONE" } : {}),
+    }),
     ...extra,
   };
 }
@@ -179,7 +185,11 @@ export async function run(): Promise<string> {
     Bun.spawnSync(["mkdir", "-p", root]);
     writeFileSync(join(root, "xds.yaml"), xdsYaml);
     const statusPort = await freePort();
-    const extra: Record<string, string> = { LOCAL_XDS_PATH: "xds.yaml", CA_PROVIDER: "local", ...(proxyless ? { DISABLE_ENVOY: "true", OUTPUT_CERTS: "etc/certs" } : {}) };
+    const extra: Record<string, string> = {
+      LOCAL_XDS_PATH: "xds.yaml",
+      CA_PROVIDER: "local",
+      ...(proxyless ? { DISABLE_ENVOY: "true", OUTPUT_CERTS: "etc/certs" } : {}),
+    };
     const env = podEnv(root, statusPort, await freePort(), join(dir, "envoy-standin"), extra);
     const r = await spawnUntil([agent, "proxy", "sidecar"], env, root, /Agent started/);
     try {

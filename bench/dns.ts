@@ -41,7 +41,12 @@ async function serve(kind: string, upstreamPort: number): Promise<void> {
   } else {
     const table: Record<string, ReturnType<typeof nameInfo>> = {};
     for (let i = 0; i < 1000; i++) {
-      table[`svc${i}.ns${i % 10}.svc.cluster.local`] = nameInfo({ ips: [`10.${i >> 8}.${i & 255}.1`], registry: "Kubernetes", shortname: `svc${i}`, namespace: `ns${i % 10}` });
+      table[`svc${i}.ns${i % 10}.svc.cluster.local`] = nameInfo({
+        ips: [`10.${i >> 8}.${i & 255}.1`],
+        registry: "Kubernetes",
+        shortname: `svc${i}`,
+        namespace: `ns${i % 10}`,
+      });
     }
     table["productpage.ns1.svc.cluster.local"] = nameInfo({ ips: ["10.9.9.9"], registry: "Kubernetes", shortname: "productpage", namespace: "ns1" });
     const proxy = new DnsProxy({
@@ -162,7 +167,8 @@ export async function run(): Promise<string> {
   }
   const floor = (results[0]!.qps + results[results.length - 1]!.qps) / 2;
   const rows = results.map(
-    (r) => `| ${r.name} | ${Math.round(r.qps).toLocaleString("en-US")} | ${(r.qps / floor).toFixed(2)}x | ${(r.p50 * 1000).toFixed(0)} µs | ${(r.p99 * 1000).toFixed(0)} µs | ${r.lost} |`,
+    (r) =>
+      `| ${r.name} | ${Math.round(r.qps).toLocaleString("en-US")} | ${(r.qps / floor).toFixed(2)}x | ${(r.p50 * 1000).toFixed(0)} µs | ${(r.p99 * 1000).toFixed(0)} µs | ${r.lost} |`,
   );
   return [
     "## DNS proxy",

@@ -98,7 +98,15 @@ export async function run(): Promise<string> {
     const modes: [string, () => Promise<Record<string, string>>][] = [
       ["proxyless", async () => podEnv(join(dir, "proxyless"), { DISABLE_ENVOY: "true", CA_PROVIDER: "local" }, await istiodCfg())],
       ["sidecar", async () => podEnv(join(dir, "sidecar"), { CA_PROVIDER: "local" }, { ...(await istiodCfg()), binaryPath: sleeper })],
-      ["local", async () => podEnv(join(dir, "local"), { LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"), CA_PROVIDER: "local", DISABLE_ENVOY: "true" }, { ...(await base()), controlPlaneAuthPolicy: "NONE" })],
+      [
+        "local",
+        async () =>
+          podEnv(
+            join(dir, "local"),
+            { LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"), CA_PROVIDER: "local", DISABLE_ENVOY: "true" },
+            { ...(await base()), controlPlaneAuthPolicy: "NONE" },
+          ),
+      ],
     ];
     const started: Proc[] = [];
     for (const [name, env] of modes) {

@@ -42,7 +42,16 @@ export async function run(): Promise<string> {
     sh(["ip", "-n", ns, "link", "set", "eth0", "up"]);
     const exec: Exec = (cmd, args, opts) => spawnExec("ip", ["netns", "exec", ns, cmd, ...args], opts);
     // Injector defaults: -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -x "" -b '*' -d 15090,15021,15020
-    const cfg: CaptureConfig = { ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337", INBOUND_INTERCEPTION_MODE: "REDIRECT", OUTBOUND_IPRANGES_INCLUDE: "*", INBOUND_PORTS_INCLUDE: "*", INBOUND_PORTS_EXCLUDE: "15090,15021,15020", ENABLE_INBOUND_IPV6: true };
+    const cfg: CaptureConfig = {
+      ...defaultCaptureConfig(),
+      PROXY_UID: "1337",
+      PROXY_GID: "1337",
+      INBOUND_INTERCEPTION_MODE: "REDIRECT",
+      OUTBOUND_IPRANGES_INCLUDE: "*",
+      INBOUND_PORTS_INCLUDE: "*",
+      INBOUND_PORTS_EXCLUDE: "15090,15021,15020",
+      ENABLE_INBOUND_IPV6: true,
+    };
     const rb = generateRules(cfg).builder;
     const payloads: [string, string][] = [
       ["iptables", buildRestore(rb.rules("v4"))],
@@ -95,7 +104,27 @@ export async function run(): Promise<string> {
 }
 
 const AGENT = join(import.meta.dir, "..", "dist", "agent");
-const INJECTOR_ARGS = ["-p", "15001", "-z", "15006", "-u", "1337", "-g", "1337", "-m", "REDIRECT", "-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020", "--dual-stack"];
+const INJECTOR_ARGS = [
+  "-p",
+  "15001",
+  "-z",
+  "15006",
+  "-u",
+  "1337",
+  "-g",
+  "1337",
+  "-m",
+  "REDIRECT",
+  "-i",
+  "*",
+  "-x",
+  "",
+  "-b",
+  "*",
+  "-d",
+  "15090,15021,15020",
+  "--dual-stack",
+];
 
 /** The nftables mode: the whole agent process (dist/agent) vs bare `nft -f` of the program it prints in a dry run. */
 async function nativeNftables(ns: string, exec: Exec, cfg: CaptureConfig): Promise<string[]> {
@@ -104,7 +133,8 @@ async function nativeNftables(ns: string, exec: Exec, cfg: CaptureConfig): Promi
   const agent = (extra: string[]) => Bun.spawnSync(["ip", "netns", "exec", ns, AGENT, "iptables", "--native-nftables", ...INJECTOR_ARGS, ...extra]);
   const dry = agent(["--dry-run"]);
   const program = nftProgram(cfg, silentLogger());
-  if (dry.exitCode !== 0 || dry.stdout.toString() !== program) throw new Error(`agent --native-nftables --dry-run did not print the expected program: ${dry.stderr.toString()}`);
+  if (dry.exitCode !== 0 || dry.stdout.toString() !== program)
+    throw new Error(`agent --native-nftables --dry-run did not print the expected program: ${dry.stderr.toString()}`);
   const cleanup = async () => {
     const r = await exec("nft", ["-f", "-"], { stdin: renderCleanupProgram() });
     if (r.code !== 0) throw new Error(`nft cleanup: ${r.stderr}`);

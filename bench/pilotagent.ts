@@ -69,7 +69,11 @@ async function waitFor(what: string, ok: () => boolean, proc: Proc, ms = 20_000)
 /** The proxyless agent relaying the bench's istiod; resolves once its XDS socket exists. */
 async function startProxyless(a: Agent, dir: string, istiodPort: number): Promise<Proc> {
   mkdirSync(dir, { recursive: true });
-  const env = pod(dir, { discoveryAddress: `127.0.0.1:${istiodPort}`, statusPort: await freePort(), proxyAdminPort: await freePort() }, { DISABLE_ENVOY: "true" });
+  const env = pod(
+    dir,
+    { discoveryAddress: `127.0.0.1:${istiodPort}`, statusPort: await freePort(), proxyAdminPort: await freePort() },
+    { DISABLE_ENVOY: "true" },
+  );
   const p = Bun.spawn([a.bin, "proxy", "sidecar"], { cwd: dir, env, stdout: "ignore", stderr: "ignore" });
   await waitFor(`${a.name}: XDS socket`, () => existsSync(join(dir, "etc/istio/proxy/XDS")), p);
   return p;
@@ -99,7 +103,8 @@ async function startToEnvoy(a: Agent, dir: string, istiodPort: number): Promise<
 }
 
 export async function run(): Promise<string> {
-  if (!existsSync(PILOT_AGENT)) return "## Against Istio's pilot-agent\n\nnot measured: Istio's pilot-agent is not built (`bun test/interop/support/go-build.ts` builds it into test/interop/.bin).\n";
+  if (!existsSync(PILOT_AGENT))
+    return "## Against Istio's pilot-agent\n\nnot measured: Istio's pilot-agent is not built (`bun test/interop/support/go-build.ts` builds it into test/interop/.bin).\n";
   const ours = process.env.PILOTAGENT_OURS ?? join(ROOT, "dist/agent");
   if (!existsSync(ours)) return "## Against Istio's pilot-agent\n\nnot measured: dist/agent not built (bun build.ts --host)\n";
   const agents: Agent[] = [
@@ -145,7 +150,14 @@ export async function run(): Promise<string> {
           per[j]!.mibps.push(s.mibps);
         }
       }
-      relay.set(size, per.map((x, j) => ({ mibps: median(x.mibps), cpu: median(x.cpu), peak: Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${running[j]!.pid}/status`, "utf8"))?.[1]) / 1024 })));
+      relay.set(
+        size,
+        per.map((x, j) => ({
+          mibps: median(x.mibps),
+          cpu: median(x.cpu),
+          peak: Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${running[j]!.pid}/status`, "utf8"))?.[1]) / 1024,
+        })),
+      );
     }
 
     const ratio = (o: number, t: number) => `${fmt(o / t, 2)}×`;

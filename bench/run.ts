@@ -32,7 +32,13 @@ for (const name of modules) {
 }
 if (write) {
   const date = new Date().toISOString().slice(0, 10);
-  const doc = [`# Benchmarks`, "", `Recorded ${date} on ${machine()} by \`bun run bench -- --write\`. Ratios compare side-by-side runs on the same machine in the same run; absolute numbers move with machine load.`, "", ...sections].join("\n");
+  const doc = [
+    `# Benchmarks`,
+    "",
+    `Recorded ${date} on ${machine()} by \`bun run bench -- --write\`. Ratios compare side-by-side runs on the same machine in the same run; absolute numbers move with machine load.`,
+    "",
+    ...sections,
+  ].join("\n");
   writeFileSync(join(dir, "..", "docs", "BENCHMARKS.md"), doc);
   process.stderr.write("bench: wrote docs/BENCHMARKS.md\n");
 }

@@ -29,7 +29,10 @@ export async function run(): Promise<string> {
   const ca = await FakeCa.start({ token: "t" });
   writeFileSync(join(dir, "root.pem"), ca.tls!.rootPem);
   writeFileSync(join(dir, "token"), "t");
-  const client = new IstioCaClient({ address: ca.address, tls: true, rootCertPath: join(dir, "root.pem"), serverName: "istiod.istio-system.svc", headers: {} }, { tokens: new FileTokenSource(join(dir, "token")), sleep: async () => true });
+  const client = new IstioCaClient(
+    { address: ca.address, tls: true, rootCertPath: join(dir, "root.pem"), serverName: "istiod.istio-system.svc", headers: {} },
+    { tokens: new FileTokenSource(join(dir, "token")), sleep: async () => true },
+  );
   const lines = ["## Certificates (SDS + CA)", "", "| Operation | n | median ms | p99 ms |", "|---|---|---|---|"];
   const algs: [string, KeyOptions, number][] = [
     ["ECDSA P-256", { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }, 200],
@@ -74,14 +77,28 @@ export async function run(): Promise<string> {
     let keyMs = 0;
     const cache = new SecretCache(
       { signer: timed, keyOptions: algs[0]![1], spiffeId: SPIFFE, ttlSeconds: 3600, rotation: { ratio: 0.5, jitter: 0.01 }, debounceMs: 100 },
-      { log: silentLogger(), metrics: new SecretMetrics(newRegistry(), systemClock), clock: systemClock, generateKey: async (o, s) => { const t = performance.now(); const r = await generateKeyAndCsr(o, s); keyMs = performance.now() - t; return r; } },
+      {
+        log: silentLogger(),
+        metrics: new SecretMetrics(newRegistry(), systemClock),
+        clock: systemClock,
+        generateKey: async (o, s) => {
+          const t = performance.now();
+          const r = await generateKeyAndCsr(o, s);
+          keyMs = performance.now() - t;
+          return r;
+        },
+      },
     );
     const socket = join(dir, `s${i}.sock`);
     const server = new SdsServer({ socketPath: socket, authorizer: new PeerAuthorizer("*", 0) }, { log: silentLogger(), secrets: cache, clock: systemClock });
     await server.start();
     const c = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
     await new Promise<void>((r, j) => c.waitForReady(Date.now() + 5000, (e) => (e ? j(e) : r())));
-    const call = c.makeBidiStreamRequest(`/${SDS_SERVICE}/StreamSecrets`, (b: Buffer) => b, (b: Buffer) => b);
+    const call = c.makeBidiStreamRequest(
+      `/${SDS_SERVICE}/StreamSecrets`,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+    );
     const t0 = performance.now();
     await new Promise<void>((resolve) => {
       call.on("data", () => resolve());
@@ -96,7 +113,9 @@ export async function run(): Promise<string> {
     await server.close();
     cache.close();
   }
-  lines.push(`| Cold agent: first SDS request → \`default\` response (ECDSA, incl. key + CA) | ${firstResponse.length} | ${ms(quant(firstResponse, 0.5))} | ${ms(quant(firstResponse, 0.99))} |`);
+  lines.push(
+    `| Cold agent: first SDS request → \`default\` response (ECDSA, incl. key + CA) | ${firstResponse.length} | ${ms(quant(firstResponse, 0.5))} | ${ms(quant(firstResponse, 0.99))} |`,
+  );
   lines.push(`| … of which the agent after the CA answered (target ≤ 5 ms) | ${ours.length} | ${ms(quant(ours, 0.5))} | ${ms(quant(ours, 0.99))} |`);
   lines.push("", "Fake CA in process over TLS on loopback (grpc-js), signing with @peculiar/x509; 2-core machine.");
   await ca.close();

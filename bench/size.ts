@@ -31,9 +31,21 @@ export async function run(): Promise<string> {
       bun(["build.ts", "--only", t.name, "--if-changed"]);
       const agent = statSync(join(REPO, "dist", t.name)).size;
       const hello = join(dir, `hello-${t.name}`);
-      bun(["build", join(dir, "hello.ts"), "--compile", "--minify", "--bytecode", "--sourcemap=none", "--outfile", hello, ...(t.target ? [`--target=${t.target}`] : [])]);
+      bun([
+        "build",
+        join(dir, "hello.ts"),
+        "--compile",
+        "--minify",
+        "--bytecode",
+        "--sourcemap=none",
+        "--outfile",
+        hello,
+        ...(t.target ? [`--target=${t.target}`] : []),
+      ]);
       const h = statSync(hello).size;
-      rows.push(`| ${t.name}${t.target ? "" : ` (${process.platform}/${process.arch})`} | ${mib(agent)} | ${mib(h)} | +${mib(agent - h)} | ${((100 * (agent - h)) / agent).toFixed(1)}% |`);
+      rows.push(
+        `| ${t.name}${t.target ? "" : ` (${process.platform}/${process.arch})`} | ${mib(agent)} | ${mib(h)} | +${mib(agent - h)} | ${((100 * (agent - h)) / agent).toFixed(1)}% |`,
+      );
     }
     // The host binary once more without bytecode: splits ours into JS source and bytecode.
     const noBytecode = join(dir, "agent-no-bytecode");

@@ -9,7 +9,12 @@ import { fmt, rssKiB, summary } from "./support.ts";
 
 const RUNS = 15;
 
-async function startToLine(cmd: string[], env: Record<string, string>, cwd: string, marker: RegExp): Promise<{ ms: number; proc: ReturnType<typeof Bun.spawn> }> {
+async function startToLine(
+  cmd: string[],
+  env: Record<string, string>,
+  cwd: string,
+  marker: RegExp,
+): Promise<{ ms: number; proc: ReturnType<typeof Bun.spawn> }> {
   const t0 = performance.now();
   const proc = Bun.spawn(cmd, { env, cwd, stdout: "pipe", stderr: "inherit" });
   const reader = proc.stdout.getReader();
@@ -43,7 +48,13 @@ export async function run(): Promise<string> {
   const envoy = join(dir, "envoy");
   // It exits by itself soon after, so the SIGKILLed agents leave nothing behind.
   writeFileSync(envoy, "#!/bin/sh\nexec sleep 8\n", { mode: 0o755 });
-  const env = { PATH: process.env.PATH ?? "", POD_NAME: "bench", POD_NAMESPACE: "default", INSTANCE_IP: "10.0.0.1", PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort: 15999, proxyAdminPort: 15998, terminationDrainDuration: "1s" }) };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    POD_NAME: "bench",
+    POD_NAMESPACE: "default",
+    INSTANCE_IP: "10.0.0.1",
+    PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort: 15999, proxyAdminPort: 15998, terminationDrainDuration: "1s" }),
+  };
   const agentCmd = [join(process.cwd(), agent), "proxy", "sidecar"];
   const agentMs: number[] = [];
   const helloMs: number[] = [];

@@ -11,7 +11,11 @@ const cache = new Map<number, Buffer>();
 function response(size: number): Buffer {
   let b = cache.get(size);
   if (!b) {
-    b = Buffer.from(T.Res.encode(T.Res.create({ versionInfo: "1", typeUrl: CDS, nonce: "n", resources: [{ typeUrl: CDS, value: Buffer.alloc(Math.max(0, size - 120), 7) }] })).finish());
+    b = Buffer.from(
+      T.Res.encode(
+        T.Res.create({ versionInfo: "1", typeUrl: CDS, nonce: "n", resources: [{ typeUrl: CDS, value: Buffer.alloc(Math.max(0, size - 120), 7) }] }),
+      ).finish(),
+    );
     cache.set(size, b);
   }
   return b;

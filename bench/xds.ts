@@ -58,7 +58,10 @@ export async function measure(address: string, size: number): Promise<Sample> {
     got++;
     waiting?.();
   });
-  const ask = (n: number) => call.write(Buffer.from(T.Req.encode(T.Req.create({ typeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster", versionInfo: `${size},${n}` })).finish()));
+  const ask = (n: number) =>
+    call.write(
+      Buffer.from(T.Req.encode(T.Req.create({ typeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster", versionInfo: `${size},${n}` })).finish()),
+    );
   const until = (n: number) => new Promise<void>((r) => (waiting = () => got >= n && r()));
   ask(2);
   await until(2); // warm up
@@ -80,7 +83,12 @@ export async function measure(address: string, size: number): Promise<Sample> {
   call.end();
   client.close();
   lat.sort((a, b) => a - b);
-  return { mibps: (size * n) / (1 << 20) / el, p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.min(lat.length - 1, Math.ceil(lat.length * 0.99) - 1)]!, mib: (size * (n + samples + 2)) / (1 << 20) };
+  return {
+    mibps: (size * n) / (1 << 20) / el,
+    p50: lat[Math.floor(lat.length / 2)]!,
+    p99: lat[Math.min(lat.length - 1, Math.ceil(lat.length * 0.99) - 1)]!,
+    mib: (size * (n + samples + 2)) / (1 << 20),
+  };
 }
 
 async function waitFor(what: string, ok: () => boolean, proc: ReturnType<typeof Bun.spawn>, ms = 15_000): Promise<void> {
@@ -93,10 +101,28 @@ async function waitFor(what: string, ok: () => boolean, proc: ReturnType<typeof 
 }
 
 /** The compiled agent as a proxyless pod would run it, relaying to the bench's istiod. */
-export async function startAgent(dir: string, istiodPort: number, bin = process.env.XDS_AGENT ?? join(import.meta.dir, "..", "dist", "agent")): Promise<ReturnType<typeof Bun.spawn>> {
+export async function startAgent(
+  dir: string,
+  istiodPort: number,
+  bin = process.env.XDS_AGENT ?? join(import.meta.dir, "..", "dist", "agent"),
+): Promise<ReturnType<typeof Bun.spawn>> {
   if (!existsSync(bin)) throw new Error("dist/agent not built (bun build.ts --host)");
-  const proxyConfig = { discoveryAddress: `127.0.0.1:${istiodPort}`, controlPlaneAuthPolicy: "NONE", statusPort: await freePort(), proxyAdminPort: await freePort() };
-  const env = { PATH: process.env.PATH ?? "", HOME: dir, POD_NAME: "bench-0", POD_NAMESPACE: "bench", INSTANCE_IP: "127.0.0.1", DISABLE_ENVOY: "true", CA_PROVIDER: "local", PROXY_CONFIG: JSON.stringify(proxyConfig) };
+  const proxyConfig = {
+    discoveryAddress: `127.0.0.1:${istiodPort}`,
+    controlPlaneAuthPolicy: "NONE",
+    statusPort: await freePort(),
+    proxyAdminPort: await freePort(),
+  };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    HOME: dir,
+    POD_NAME: "bench-0",
+    POD_NAMESPACE: "bench",
+    INSTANCE_IP: "127.0.0.1",
+    DISABLE_ENVOY: "true",
+    CA_PROVIDER: "local",
+    PROXY_CONFIG: JSON.stringify(proxyConfig),
+  };
   const agent = Bun.spawn([bin, "proxy", "sidecar", "--log_output_level", "default:warn"], { cwd: dir, env, stdout: "ignore", stderr: "inherit" });
   await waitFor("agent XDS socket", () => existsSync(join(dir, "etc/istio/proxy/XDS")), agent);
   return agent;
@@ -126,7 +152,11 @@ export async function run(): Promise<string> {
     agent = await startAgent(dir, port);
     const a = agent;
     const pipeSocket = join(dir, "pipe.sock");
-    pipe = Bun.spawn([BUN, join(import.meta.dir, "xds-pipe-main.ts")], { stdout: "pipe", stderr: "inherit", env: { ...process.env, PIPE_SOCKET: pipeSocket, PIPE_UPSTREAM: String(port) } });
+    pipe = Bun.spawn([BUN, join(import.meta.dir, "xds-pipe-main.ts")], {
+      stdout: "pipe",
+      stderr: "inherit",
+      env: { ...process.env, PIPE_SOCKET: pipeSocket, PIPE_UPSTREAM: String(port) },
+    });
     if ((await firstLine(pipe.stdout as ReadableStream<Uint8Array>)) !== "READY") throw new Error("pipe did not start");
     const pp = pipe;
     const paths: Path[] = [

@@ -128,11 +128,22 @@ async function main(): Promise<number> {
 
     // 4. The agent writes the gRPC bootstrap pointing at its own XDS socket.
     const bootstrapPath = join(root, "etc", "istio", "proxy", "grpc-bootstrap.json");
-    const bootstrap = await waitFor("gRPC bootstrap", () => (existsSync(bootstrapPath) ? JSON.parse(readFileSync(bootstrapPath, "utf8")) : undefined), () => `the agent did not write ${bootstrapPath}`, agent);
+    const bootstrap = await waitFor(
+      "gRPC bootstrap",
+      () => (existsSync(bootstrapPath) ? JSON.parse(readFileSync(bootstrapPath, "utf8")) : undefined),
+      () => `the agent did not write ${bootstrapPath}`,
+      agent,
+    );
     const serverUri: string = bootstrap.xds_servers?.[0]?.server_uri ?? "";
     say(`gRPC bootstrap ${bootstrapPath} -> ${serverUri}`);
     const xdsSocket = serverUri.startsWith("unix://") ? serverUri.replace(/^unix:\/\//, "/").replace(/^\/+/, "/") : undefined;
-    if (xdsSocket) await waitFor("XDS socket", () => (existsSync(xdsSocket) ? true : undefined), () => `the agent is not listening on ${xdsSocket}`, agent);
+    if (xdsSocket)
+      await waitFor(
+        "XDS socket",
+        () => (existsSync(xdsSocket) ? true : undefined),
+        () => `the agent is not listening on ${xdsSocket}`,
+        agent,
+      );
 
     // 5. The proxyless client: grpc-js-xds reads GRPC_XDS_BOOTSTRAP and dials the agent's socket.
     process.env.GRPC_XDS_BOOTSTRAP = bootstrapPath;
@@ -143,7 +154,10 @@ async function main(): Promise<number> {
       try {
         answers.push(await client.sayHello(name, STEP_TIMEOUT_MS));
       } catch (e) {
-        fail("proxyless gRPC call", `${TARGET} failed: ${(e as Error).message} (no route via ${serverUri}: did the agent serve LOCAL_XDS_PATH=xds.yaml through its XDS socket?)`);
+        fail(
+          "proxyless gRPC call",
+          `${TARGET} failed: ${(e as Error).message} (no route via ${serverUri}: did the agent serve LOCAL_XDS_PATH=xds.yaml through its XDS socket?)`,
+        );
       }
     }
     // 6. Readiness from the status server (after the first calls: in proxyless mode the relay
@@ -171,14 +185,21 @@ async function main(): Promise<number> {
 
     // 7. The certificate the local CA issued, as written to OUTPUT_CERTS.
     const certFile = join(certDir, "cert-chain.pem");
-    const pem = await waitFor("certificate", () => (existsSync(certFile) ? readFileSync(certFile, "utf8") : undefined), () => `no certificate in ${certFile} (CA_PROVIDER=local, OUTPUT_CERTS=${certDir})`, agent);
+    const pem = await waitFor(
+      "certificate",
+      () => (existsSync(certFile) ? readFileSync(certFile, "utf8") : undefined),
+      () => `no certificate in ${certFile} (CA_PROVIDER=local, OUTPUT_CERTS=${certDir})`,
+      agent,
+    );
     const cert = new x509.X509Certificate(pem);
     const san = cert.getExtension(x509.SubjectAlternativeNameExtension);
     const spiffe = san?.names.items.find((n) => n.type === "url")?.value ?? "(no URI SAN)";
     const hours = ((cert.notAfter.getTime() - Date.now()) / 3_600_000).toFixed(1);
     say(`certificate issued: ${spiffe}, expires ${cert.notAfter.toISOString()} (in ${hours}h), issuer ${cert.issuer}`);
 
-    say(`calls routed: ${answers.length}/3 through ${TARGET} to 127.0.0.1:${greeter.port} (greeter counted ${greeter.calls()}); last answer "${answers.at(-1)}"`);
+    say(
+      `calls routed: ${answers.length}/3 through ${TARGET} to 127.0.0.1:${greeter.port} (greeter counted ${greeter.calls()}); last answer "${answers.at(-1)}"`,
+    );
     say(`readiness: GET /healthz/ready -> 200${readyBody && readyBody !== "ok" ? ` ${readyBody.slice(0, 80)}` : ""}`);
 
     // 8. Stop: SIGTERM, as the kubelet would.
@@ -195,7 +216,13 @@ async function main(): Promise<number> {
     return 0;
   } catch (e) {
     console.error(`demo: FAILED at ${e instanceof DemoStepError ? e.message : (e as Error).stack}`);
-    if (logTail.length) console.error(`demo: the agent's last log lines:\n${logTail.slice(-15).map((l) => `  agent | ${l}`).join("\n")}`);
+    if (logTail.length)
+      console.error(
+        `demo: the agent's last log lines:\n${logTail
+          .slice(-15)
+          .map((l) => `  agent | ${l}`)
+          .join("\n")}`,
+      );
     return 1;
   } finally {
     client?.close();

@@ -30,16 +30,23 @@ export async function startGreeter(label: string): Promise<{ port: number; calls
       cb(null, `hello ${call.request} from ${label}`);
     },
   });
-  const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
   return { port, calls: () => calls, stop: () => server.forceShutdown() };
 }
 
-export function greeterClient(target: string, options: grpc.ChannelOptions = {}): { sayHello(name: string, timeoutMs?: number): Promise<string>; close(): void } {
+export function greeterClient(
+  target: string,
+  options: grpc.ChannelOptions = {},
+): { sayHello(name: string, timeoutMs?: number): Promise<string>; close(): void } {
   const Ctor = grpc.makeGenericClientConstructor(GREETER_SERVICE, "Greeter");
   const client = new Ctor(target, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, Function>;
   return {
     sayHello: (name, timeoutMs = 10_000) =>
-      new Promise((res, rej) => client.SayHello!(name, { deadline: Date.now() + timeoutMs }, (e: grpc.ServiceError | null, r: string) => (e ? rej(e) : res(r)))),
+      new Promise((res, rej) =>
+        client.SayHello!(name, { deadline: Date.now() + timeoutMs }, (e: grpc.ServiceError | null, r: string) => (e ? rej(e) : res(r))),
+      ),
     close: () => client.close(),
   };
 }

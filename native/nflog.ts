@@ -231,7 +231,9 @@ export class NflogSocket {
         if (Number(libc.send(fd, ffi.ptr(m.msg), m.msg.length, 0)) < 0) throw new NflogError(`send(nfnetlink config) failed: errno ${s.errno()}`);
         const errno = await s.awaitAck(m.seq, opts.ackTimeoutMs ?? 2000, sleep);
         if (errno !== 0 && !m.mayFail) {
-          throw new NflogError(`binding NFLOG group ${group} failed: errno ${errno}${errno === 1 ? " (EPERM: needs CAP_NET_ADMIN)" : errno === 16 ? " (EBUSY: another process reads this group)" : ""}`);
+          throw new NflogError(
+            `binding NFLOG group ${group} failed: errno ${errno}${errno === 1 ? " (EPERM: needs CAP_NET_ADMIN)" : errno === 16 ? " (EBUSY: another process reads this group)" : ""}`,
+          );
         }
       }
       return s;

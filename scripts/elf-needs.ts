@@ -56,7 +56,8 @@ export function readElfNeeds(path: string): ElfNeeds {
   try {
     const size = fstatSync(fd).size;
     const read = (offset: number, length: number, what: string): Buffer => {
-      if (offset < 0 || length < 0 || offset + length > size) throw new Error(`${path}: ${what} (${length} bytes at ${offset}) lies outside the file (${size} bytes)`);
+      if (offset < 0 || length < 0 || offset + length > size)
+        throw new Error(`${path}: ${what} (${length} bytes at ${offset}) lies outside the file (${size} bytes)`);
       const buf = Buffer.alloc(length);
       const n = readSync(fd, buf, 0, length, offset);
       if (n !== length) throw new Error(`${path}: short read of ${what}`);
@@ -74,7 +75,12 @@ export function readElfNeeds(path: string): ElfNeeds {
     const segments: Segment[] = [];
     for (let i = 0; i < phnum; i++) {
       const o = i * phentsize;
-      segments.push({ type: ph.readUInt32LE(o), offset: Number(ph.readBigUInt64LE(o + 8)), vaddr: Number(ph.readBigUInt64LE(o + 16)), filesz: Number(ph.readBigUInt64LE(o + 32)) });
+      segments.push({
+        type: ph.readUInt32LE(o),
+        offset: Number(ph.readBigUInt64LE(o + 8)),
+        vaddr: Number(ph.readBigUInt64LE(o + 16)),
+        filesz: Number(ph.readBigUInt64LE(o + 32)),
+      });
     }
     const fileOffset = (vaddr: number, what: string): number => {
       const s = segments.find((s) => s.type === PT_LOAD && vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz);

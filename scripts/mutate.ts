@@ -20,17 +20,32 @@ export const AREAS: Record<string, Area> = {
   readiness: { mutate: ["src/lib/readiness.ts"], tests: ["test/lib/readiness.test.ts", "test/status/readiness.test.ts"] },
   // The 100k-frame fuzz test (13 s per run once instrumented) is left out: 289 mutants would take
   // about an hour on two cores. The table and chunk-boundary tests must kill them on their own.
-  "xds-scanner": { mutate: ["src/xds/frame.ts", "src/xds/grpcframe.ts"], tests: ["test/xds/frame.test.ts", "test/xds/frame-wire.test.ts", "test/xds/relay-chunks.test.ts"] },
+  "xds-scanner": {
+    mutate: ["src/xds/frame.ts", "src/xds/grpcframe.ts"],
+    tests: ["test/xds/frame.test.ts", "test/xds/frame-wire.test.ts", "test/xds/relay-chunks.test.ts"],
+  },
   // The in-memory relay tests and the chunk-boundary tests (a second a run). relay.test.ts and
   // relay-edge.test.ts (real gRPC and TLS, 4 and 8 s) and the fuzz test are left out.
   "xds-relay": { mutate: ["src/xds/relay.ts", "src/xds/types.ts"], tests: ["test/xds/mutants-relay.test.ts", "test/xds/relay-chunks.test.ts"] },
   // session.ts (700 lines, its tests 5 s a run) would take hours: the codec half is measured.
-  "xds-h2": { mutate: ["src/xds/h2/frames.ts", "src/xds/h2/hpack.ts", "src/xds/h2/huffman.ts", "src/xds/h2/ratebudget.ts"], tests: ["test/xds/h2-hpack.test.ts", "test/xds/mutants-h2.test.ts"] },
+  "xds-h2": {
+    mutate: ["src/xds/h2/frames.ts", "src/xds/h2/hpack.ts", "src/xds/h2/huffman.ts", "src/xds/h2/ratebudget.ts"],
+    tests: ["test/xds/h2-hpack.test.ts", "test/xds/mutants-h2.test.ts"],
+  },
   // The drain wait, drain plan, state machine and restart policy: pure or clock-injected, tested in
   // under a second. The supervisor's process handling is its own area (its tests take 5 s a run).
-  envoy: { mutate: ["src/envoy/drain.ts", "src/envoy/drainplan.ts", "src/envoy/state.ts", "src/envoy/restart.ts"], tests: ["test/envoy/drainplan.test.ts", "test/envoy/state.test.ts", "test/envoy/restart.test.ts", "test/envoy/mutants.test.ts"] },
-  "envoy-supervisor": { mutate: ["src/envoy/supervisor.ts"], tests: ["test/envoy/state.test.ts", "test/envoy/supervisor.test.ts", "test/envoy/mutants-supervisor.test.ts"] },
-  status: { mutate: ["src/status/envoyready.ts", "src/status/readycheck.ts", "src/status/healthcheck.ts"], tests: ["test/status/healthcheck.test.ts", "test/status/readiness.test.ts", "test/status/mutants.test.ts"] },
+  envoy: {
+    mutate: ["src/envoy/drain.ts", "src/envoy/drainplan.ts", "src/envoy/state.ts", "src/envoy/restart.ts"],
+    tests: ["test/envoy/drainplan.test.ts", "test/envoy/state.test.ts", "test/envoy/restart.test.ts", "test/envoy/mutants.test.ts"],
+  },
+  "envoy-supervisor": {
+    mutate: ["src/envoy/supervisor.ts"],
+    tests: ["test/envoy/state.test.ts", "test/envoy/supervisor.test.ts", "test/envoy/mutants-supervisor.test.ts"],
+  },
+  status: {
+    mutate: ["src/status/envoyready.ts", "src/status/readycheck.ts", "src/status/healthcheck.ts"],
+    tests: ["test/status/healthcheck.test.ts", "test/status/readiness.test.ts", "test/status/mutants.test.ts"],
+  },
   // The PEM helpers, the retry policy and the lazy signer. client.ts and its tests (gRPC, 3 s a run,
   // and timing-sensitive under load: its 200 ms attempt deadline) are left out.
   ca: { mutate: ["src/ca/pem.ts", "src/ca/retry.ts", "src/ca/lazy.ts"], tests: ["test/ca/lazy.test.ts", "test/sds/pure.test.ts", "test/ca/mutants.test.ts"] },
@@ -40,14 +55,24 @@ export const AREAS: Record<string, Area> = {
   // The cache's issuing, rotation and renewal (cache.ts 199-297) and trust-bundle update (117-126),
   // with the pure rotation and SotW rules. String literals (log and error text) are left out: each
   // surviving mutant costs a whole run of the signing tests (30 s on the shared machine).
-  sds: { mutate: ["src/sds/cache.ts:117-126", "src/sds/cache.ts:199-297", "src/sds/rotation.ts", "src/sds/sotw.ts"], tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts"], excludedMutations: ["StringLiteral"] },
-  iptables: { mutate: ["src/iptables/builder.ts", "src/iptables/rules.ts"], tests: ["test/iptables/unit.test.ts", "test/conformance/iptables.test.ts", "test/conformance/iptables-builder.test.ts"] },
+  sds: {
+    mutate: ["src/sds/cache.ts:117-126", "src/sds/cache.ts:199-297", "src/sds/rotation.ts", "src/sds/sotw.ts"],
+    tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts"],
+    excludedMutations: ["StringLiteral"],
+  },
+  iptables: {
+    mutate: ["src/iptables/builder.ts", "src/iptables/rules.ts"],
+    tests: ["test/iptables/unit.test.ts", "test/conformance/iptables.test.ts", "test/conformance/iptables-builder.test.ts"],
+  },
   // The 10 s fuzz test is left out; table.test.ts and wire.test.ts run in about a second.
   dns: { mutate: ["src/dns/nametable.ts", "src/dns/lookup.ts"], tests: ["test/dns/table.test.ts", "test/dns/wire.test.ts", "test/dns/mutants.test.ts"] },
   // ProxyConfig layering (validate.ts, mostly message text, is 400 more mutants: its own area). The
   // binary tests (empty-env, statsd) cannot run in Stryker's sandbox, which has no dist/agent.
   config: { mutate: ["src/config/layering.ts"], tests: ["test/config/mutants.test.ts", "test/config/load.test.ts", "test/config/validate.test.ts"] },
-  "config-validate": { mutate: ["src/config/validate.ts"], tests: ["test/config/validate.test.ts", "test/config/load.test.ts", "test/config/envrange.test.ts", "test/config/mutants-validate.test.ts"] },
+  "config-validate": {
+    mutate: ["src/config/validate.ts"],
+    tests: ["test/config/validate.test.ts", "test/config/load.test.ts", "test/config/envrange.test.ts", "test/config/mutants-validate.test.ts"],
+  },
 };
 
 /** The Stryker configuration for one area. */

@@ -55,7 +55,9 @@ export function runsInterop(args: string[]): boolean {
 export async function prepareInterop(args: string[], log: (line: string) => void): Promise<Record<string, string>> {
   if (!runsInterop(args)) return {};
   if (!findGo()) {
-    log("interop: Go not found: the interop and differential suites (test/interop) will be SKIPPED; install Go (https://go.dev/dl) or set INTEROP_GO to run them (under CI=true they fail)");
+    log(
+      "interop: Go not found: the interop and differential suites (test/interop) will be SKIPPED; install Go (https://go.dev/dl) or set INTEROP_GO to run them (under CI=true they fail)",
+    );
     return {};
   }
   try {

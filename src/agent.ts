@@ -150,7 +150,8 @@ export class Agent {
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
       .then(() => new Promise<void>((r) => setImmediate(r)))
-      .then(() => addProcessMetrics(this.registry)).catch((e: Error) => this.log.warn(`process metrics unavailable: ${e.message}`));
+      .then(() => addProcessMetrics(this.registry))
+      .catch((e: Error) => this.log.warn(`process metrics unavailable: ${e.message}`));
   }
 
   /**
@@ -247,18 +248,39 @@ export class Agent {
         this.dns = building("dns", () => createDnsProxy(cfg, { log: sink.logger("dns"), ...common, ...(listen ? { listen } : {}) }));
       }
       // CREDENTIAL_FETCHER_TYPE: one token source shared by the CA client and the xDS relay (none for JWT).
-      const tokens = env.CREDENTIAL_FETCHER_TYPE === "JWT" ? undefined : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
-      this.secrets = building("sds", () => createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) }));
+      const tokens =
+        env.CREDENTIAL_FETCHER_TYPE === "JWT"
+          ? undefined
+          : (await import("./credentials/index.ts")).credentialFetcherFor(cfg, { log: sink.logger("credentials"), now: () => this.clock.now() });
+      this.secrets = building("sds", () =>
+        createSecretManager(cfg, { log: sink.logger("sds"), ...common, clock: this.clock, warmAfter: afterStart, ...(tokens ? { tokens } : {}) }),
+      );
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
-      const local = env.LOCAL_XDS_PATH ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart }) : undefined;
+      const local = env.LOCAL_XDS_PATH
+        ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart })
+        : undefined;
       // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.
       const wasm = wasmFromConfig(cfg, { sink, registry: this.registry, now: this.now });
-      const upstream = local ? local.upstream : tokens ? (await import("./credentials/upstream.ts")).tokenFirstIstiodUpstream(cfg, tokens, sink.logger("xdsproxy")) : undefined;
-      const xds = (this.xds = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), ...common, nameTables: this.dns, trustBundles: this.secrets, dnsEnabled: !!this.dns, ...(upstream ? { upstream } : {}), ...(wasm ? { ecds: wasm.hook } : {}) }));
+      const upstream = local
+        ? local.upstream
+        : tokens
+          ? (await import("./credentials/upstream.ts")).tokenFirstIstiodUpstream(cfg, tokens, sink.logger("xdsproxy"))
+          : undefined;
+      const xds = (this.xds = createXdsProxy(cfg, {
+        log: sink.logger("xdsproxy"),
+        ...common,
+        nameTables: this.dns,
+        trustBundles: this.secrets,
+        dnsEnabled: !!this.dns,
+        ...(upstream ? { upstream } : {}),
+        ...(wasm ? { ecds: wasm.hook } : {}),
+      }));
       // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
       const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
-      sink.logger("xdsproxy").info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
+      sink
+        .logger("xdsproxy")
+        .info(`Initializing with upstream address ${JSON.stringify(upstreamAddress)} and cluster ${JSON.stringify(env.ISTIO_META_CLUSTER_ID || "Kubernetes")}`);
       const tracer = env.IPTABLES_TRACE_LOGGING ? (await import("./iptables/tracer.ts")).createIptablesTracer(cfg, sink.logger("iptables")) : undefined;
       const statusPort = cfg.proxyConfig.statusPort ?? 0;
       const statusListen = this.deps.listen?.status;
@@ -315,7 +337,8 @@ export class Agent {
       // error is reported first).
       // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
       const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? named("grpc bootstrap", writeGrpcBootstrap(cfg, ctx)) : undefined;
-      const envoyWrite = envoyEnabled && !signal.aborted ? named("envoy bootstrap", writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson })) : undefined;
+      const envoyWrite =
+        envoyEnabled && !signal.aborted ? named("envoy bootstrap", writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson })) : undefined;
       envoyWrite?.catch(() => {}); // awaited below
       if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
       else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");
@@ -324,15 +347,17 @@ export class Agent {
         const bootstrap = await envoyWrite;
         for (const p of bootstrap.problems) this.log.warn(p);
         step("bootstraps");
-        this.envoy = building("envoy", () => createEnvoySupervisor(cfg, {
-          log: sink.logger("envoy"),
-          readiness: this.readiness,
-          clock: this.clock,
-          bootstrapPath: bootstrap.path,
-          certificateFiles: mountedCertificateFiles(this.secrets),
-          ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
-          ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
-        }));
+        this.envoy = building("envoy", () =>
+          createEnvoySupervisor(cfg, {
+            log: sink.logger("envoy"),
+            readiness: this.readiness,
+            clock: this.clock,
+            bootstrapPath: bootstrap.path,
+            certificateFiles: mountedCertificateFiles(this.secrets),
+            ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
+            ...(bootstrap.configYaml !== undefined ? { configYaml: bootstrap.configYaml } : {}),
+          }),
+        );
         this.log.info("Starting proxy agent");
         await named("envoy", this.envoy.start(signal));
         step("envoy");
@@ -352,7 +377,9 @@ export class Agent {
     }
     const up = this.deps.uptimeMs ? `, ${this.deps.uptimeMs().toFixed(1)}ms after process start` : "";
     this.log.debug(`start path: ${steps.join(", ")}`);
-    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, { components: [...this.running.map((r) => r.component.name), ...(this.envoy ? ["envoy"] : [])].join(",") });
+    this.log.info(`Agent started in ${(this.now() - t0).toFixed(1)}ms${up}`, {
+      components: [...this.running.map((r) => r.component.name), ...(this.envoy ? ["envoy"] : [])].join(","),
+    });
   }
 
   /** Start one component with its own stop signal; a failure names it. */
@@ -414,7 +441,8 @@ export class Agent {
     const watchers = new Map(this.running.map((r) => [r.component, this.drain.watch(r.component.name)]));
     void this.stopComponents((c) => watchers.get(c)?.release());
     void this.drain.start().then((outcome) => {
-      if (!outcome.complete) this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
+      if (!outcome.complete)
+        this.log.warn(`components did not stop within ${this.drain.deadlineMs}ms (pending: ${outcome.pending.join(", ")}); exiting anyway`);
       this.log.info("Agent stopped");
       if (this.terminating) this.log.info("Agent has successfully terminated");
       this.resolveDone(this.exitCode);

@@ -30,7 +30,13 @@ export interface BootstrapFlags {
   hostIp: string;
 }
 
-export const DEFAULT_BOOTSTRAP_FLAGS: BootstrapFlags = { deltaXds: true, dualStack: false, envoyStatusPortEnableProxyProtocol: false, stripFragment: true, hostIp: "" };
+export const DEFAULT_BOOTSTRAP_FLAGS: BootstrapFlags = {
+  deltaXds: true,
+  dualStack: false,
+  envoyStatusPortEnableProxyProtocol: false,
+  stripFragment: true,
+  hostIp: "",
+};
 
 export interface ParamsInputs {
   node: BootstrapNode;

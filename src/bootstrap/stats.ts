@@ -77,9 +77,7 @@ export function statsParams(inp: StatsInputs, problems: string[]): Record<string
       for (const [, v] of entries) {
         if (v !== null && (!Array.isArray(v) || !v.every((x) => typeof x === "number"))) throw new Error("bucket lists must hold numbers");
       }
-      buckets = entries
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([prefix, v]) => histogramBucket(prefix, (v as number[] | null) ?? []));
+      buckets = entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([prefix, v]) => histogramBucket(prefix, (v as number[] | null) ?? []));
     } catch (e) {
       problems.push(`annotation ${ANNOTATION.histogramBuckets}: ${errorMessage(e)}; ignored`);
     }

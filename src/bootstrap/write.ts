@@ -10,7 +10,15 @@ import type { BootstrapNode } from "../config/metadata.ts";
 import type { ProxyConfig } from "../config/proxyconfig.ts";
 import { BootstrapError } from "./errors.ts";
 import { toTemplateParams, type BootstrapFlags } from "./params.ts";
-import { bootstrapOutputPath, BUILTIN_TEMPLATE_NAME, builtinTemplateText, compileTemplate, DEFAULT_TEMPLATE_PATH, effectiveTemplatePath, renderTemplate } from "./render.ts";
+import {
+  bootstrapOutputPath,
+  BUILTIN_TEMPLATE_NAME,
+  builtinTemplateText,
+  compileTemplate,
+  DEFAULT_TEMPLATE_PATH,
+  effectiveTemplatePath,
+  renderTemplate,
+} from "./render.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -72,7 +80,12 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   }
   const tmpl = await loadTemplate(pc, inp.templateOverride, inp.root);
   const compiled = compileTemplate(tmpl.name, tmpl.text, inp.env ?? {});
-  const { params, lightstepToken, problems } = toTemplateParams({ node: inp.node, compliancePolicy: inp.compliancePolicy, logAsJson: inp.logAsJson, flags: inp.flags });
+  const { params, lightstepToken, problems } = toTemplateParams({
+    node: inp.node,
+    compliancePolicy: inp.compliancePolicy,
+    logAsJson: inp.logAsJson,
+    flags: inp.flags,
+  });
   problems.unshift(...inp.node.problems);
   if (lightstepToken) {
     const tokenPath = resolve(inp.root, lightstepToken.path);

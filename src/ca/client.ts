@@ -98,7 +98,12 @@ export class IstioCaClient implements CertificateSigner {
         try {
           root = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
         } catch (e) {
-          throw new CaError("config", `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`, undefined, { cause: e });
+          throw new CaError(
+            "config",
+            `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`,
+            undefined,
+            { cause: e },
+          );
         }
       }
       let key: Buffer | null = null;
@@ -157,6 +162,10 @@ export class IstioCaClient implements CertificateSigner {
       const why = hadToken ? `rejected the token from ${this.deps.tokens.describe}` : `refused the request: no token at ${this.deps.tokens.describe}`;
       return new CaError("rejected-token", `${where} ${why}: ${err.details || err.message}`, err.code);
     }
-    return new CaError(err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED ? "unavailable" : "signing", `${where}: CSR failed: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`, err.code);
+    return new CaError(
+      err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED ? "unavailable" : "signing",
+      `${where}: CSR failed: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
+      err.code,
+    );
   }
 }

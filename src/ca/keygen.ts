@@ -28,10 +28,12 @@ export function spiffeId(trustDomain: string, namespace: string, serviceAccount:
 /** Map Istio's env vars to key options; a bad value is a CaError naming the variable. */
 export function keyOptionsFromEnv(env: { ECC_SIGNATURE_ALGORITHM: string; ECC_CURVE: string; WORKLOAD_RSA_KEY_SIZE: number; PKCS8_KEY: boolean }): KeyOptions {
   const alg = env.ECC_SIGNATURE_ALGORITHM.trim().toUpperCase();
-  if (alg !== "" && alg !== "ECDSA") throw new CaError("config", `ECC_SIGNATURE_ALGORITHM: "${env.ECC_SIGNATURE_ALGORITHM}" is not supported (want ECDSA or empty for RSA)`);
+  if (alg !== "" && alg !== "ECDSA")
+    throw new CaError("config", `ECC_SIGNATURE_ALGORITHM: "${env.ECC_SIGNATURE_ALGORITHM}" is not supported (want ECDSA or empty for RSA)`);
   const curve = env.ECC_CURVE.trim().toUpperCase() || "P256"; // Istio: anything but P384 is P256; "" is not an error
   if (curve !== "P256" && curve !== "P384") throw new CaError("config", `ECC_CURVE: "${env.ECC_CURVE}" is not supported (want P256 or P384)`);
-  if (alg === "" && env.WORKLOAD_RSA_KEY_SIZE < 2048) throw new CaError("config", `WORKLOAD_RSA_KEY_SIZE: ${env.WORKLOAD_RSA_KEY_SIZE} is below the minimum 2048`);
+  if (alg === "" && env.WORKLOAD_RSA_KEY_SIZE < 2048)
+    throw new CaError("config", `WORKLOAD_RSA_KEY_SIZE: ${env.WORKLOAD_RSA_KEY_SIZE} is below the minimum 2048`);
   return { algorithm: alg === "ECDSA" ? "ECDSA" : "RSA", rsaKeySize: env.WORKLOAD_RSA_KEY_SIZE, curve, pkcs8: env.PKCS8_KEY };
 }
 
@@ -60,7 +62,11 @@ function algorithms(o: KeyOptions): { gen: webcrypto.RsaHashedKeyGenParams | web
 export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<KeyAndCsr> {
   const alg = algorithms(o);
   // The key is asked for first: an RSA key is made on a worker thread while this one loads x509.
-  const keygen = (o.algorithm === "RSA" ? rsaKeyPair(alg.gen as webcrypto.RsaHashedKeyGenParams) : (crypto.subtle.generateKey(alg.gen, true, ["sign", "verify"]) as Promise<CryptoKeyPair>)).catch((e: Error) => {
+  const keygen = (
+    o.algorithm === "RSA"
+      ? rsaKeyPair(alg.gen as webcrypto.RsaHashedKeyGenParams)
+      : (crypto.subtle.generateKey(alg.gen, true, ["sign", "verify"]) as Promise<CryptoKeyPair>)
+  ).catch((e: Error) => {
     throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${e.message}`);
   });
   keygen.catch(() => {}); // awaited below
@@ -86,8 +92,15 @@ export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<
  */
 async function rsaKeyPair(gen: webcrypto.RsaHashedKeyGenParams): Promise<CryptoKeyPair> {
   const { publicKey, privateKey } = await new Promise<{ publicKey: Buffer; privateKey: Buffer }>((resolve, reject) =>
-    generateKeyPair("rsa", { modulusLength: gen.modulusLength, publicExponent: 0x10001, publicKeyEncoding: { type: "spki", format: "der" }, privateKeyEncoding: { type: "pkcs8", format: "der" } }, (err, pub, priv) =>
-      err ? reject(err) : resolve({ publicKey: pub, privateKey: priv }),
+    generateKeyPair(
+      "rsa",
+      {
+        modulusLength: gen.modulusLength,
+        publicExponent: 0x10001,
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      },
+      (err, pub, priv) => (err ? reject(err) : resolve({ publicKey: pub, privateKey: priv })),
     ),
   );
   const params = { name: gen.name, hash: gen.hash } as webcrypto.RsaHashedImportParams;

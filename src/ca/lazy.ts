@@ -10,15 +10,15 @@ export function lazySigner(name: string, build: () => Promise<CertificateSigner>
   let closed = false;
   const start = (): Promise<CertificateSigner> =>
     (building ??= build().then(
-        (s) => {
-          if (closed) s.close?.();
-          return (built = s);
-        },
-        (e: unknown) => {
-          building = undefined;
-          throw e;
-        },
-      ));
+      (s) => {
+        if (closed) s.close?.();
+        return (built = s);
+      },
+      (e: unknown) => {
+        building = undefined;
+        throw e;
+      },
+    ));
   return {
     name,
     async sign(csrPem, ttlSeconds) {

@@ -44,7 +44,9 @@ export class LocalCa implements CertificateSigner {
     const alg = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
     const keys = (await crypto.subtle.generateKey(alg, true, ["sign", "verify"])) as CryptoKeyPair;
     const cert = await x509.X509CertificateGenerator.createSelfSigned({
-      serialNumber: randomBytes(16).toString("hex").replace(/^[89a-f]/, "1"),
+      serialNumber: randomBytes(16)
+        .toString("hex")
+        .replace(/^[89a-f]/, "1"),
       name: `O=${opts.trustDomain ?? "cluster.local"}`,
       notBefore: new Date(now() - 60_000),
       notAfter: new Date(now() + 10 * 365 * 86_400_000),
@@ -110,7 +112,9 @@ export class LocalCa implements CertificateSigner {
     const notAfter = Math.min(now + ttlSeconds * 1000, this.rootCert.notAfter.getTime());
     const alg = this.rootKey.algorithm.name === "ECDSA" ? { name: "ECDSA", hash: "SHA-256" } : { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
     const leaf = await x509.X509CertificateGenerator.create({
-      serialNumber: randomBytes(16).toString("hex").replace(/^[89a-f]/, "1"),
+      serialNumber: randomBytes(16)
+        .toString("hex")
+        .replace(/^[89a-f]/, "1"),
       subject: "",
       issuer: this.rootCert.subject,
       notBefore: new Date(now - 60_000),
@@ -123,7 +127,10 @@ export class LocalCa implements CertificateSigner {
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
         new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
         await x509.AuthorityKeyIdentifierExtension.create(this.rootCert),
-        new x509.SubjectAlternativeNameExtension(uris.map((u) => ({ type: "url" as const, value: u })), true),
+        new x509.SubjectAlternativeNameExtension(
+          uris.map((u) => ({ type: "url" as const, value: u })),
+          true,
+        ),
       ],
     });
     return [leaf.toString("pem") + "\n", this.rootPem];

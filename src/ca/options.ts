@@ -56,7 +56,10 @@ export function rootCertForCa(env: CaEnv): string | "SYSTEM" {
   if (env.PILOT_CERT_PROVIDER === "custom") return ETC_CERTS_ROOT_PATH;
   if (env.PROV_CERT !== "") return join(env.PROV_CERT, "root-cert.pem");
   if (env.PILOT_CERT_PROVIDER === "none") {
-    throw new CaError("config", "PILOT_CERT_PROVIDER=none: no root certificate for the TLS connection to the CA (set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)");
+    throw new CaError(
+      "config",
+      "PILOT_CERT_PROVIDER=none: no root certificate for the TLS connection to the CA (set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)",
+    );
   }
   return MESH_ROOT_CERT_PATH;
 }

@@ -43,7 +43,11 @@ export function caCodec(): CaCodec {
       return Buffer.from(Req.encode(Req.fromObject(msg)).finish());
     },
     decodeRequest(b) {
-      const o = Req.toObject(Req.decode(checkedInput(b)), { longs: Number, defaults: true }) as { csr: string; validityDuration: number; metadata?: { fields?: Record<string, { stringValue?: string }> } };
+      const o = Req.toObject(Req.decode(checkedInput(b)), { longs: Number, defaults: true }) as {
+        csr: string;
+        validityDuration: number;
+        metadata?: { fields?: Record<string, { stringValue?: string }> };
+      };
       const metadata: Record<string, string> = {};
       for (const [k, v] of Object.entries(o.metadata?.fields ?? {})) metadata[k] = v.stringValue ?? "";
       return { csr: o.csr, validityDuration: o.validityDuration, metadata };

@@ -45,12 +45,18 @@ export async function completionTable(): Promise<CompletionTable> {
   const words = new Map<string, Word[]>();
   const flags = new Map<string, Word[]>();
   const aliases = new Map<string, string>();
-  words.set("", COMMAND_TREE.map((c) => ({ word: c.name, desc: c.short })));
+  words.set(
+    "",
+    COMMAND_TREE.map((c) => ({ word: c.name, desc: c.short })),
+  );
   flags.set("", flagWords([...GLOBAL_FLAGS, HELP_FLAG(PROGRAM)]));
   for (const c of COMMAND_TREE) {
     const own = [...(await c.flags()), HELP_FLAG(c.name)];
     flags.set(c.name, flagWords(c.inheritsGlobals ? [...own, ...GLOBAL_FLAGS] : own));
-    const positional = c.name === "help" ? COMMAND_TREE.filter((x) => x.name !== "help").map((x) => ({ word: x.name, desc: x.short })) : (c.words ?? []).map((w) => ({ word: w, desc: "" }));
+    const positional =
+      c.name === "help"
+        ? COMMAND_TREE.filter((x) => x.name !== "help").map((x) => ({ word: x.name, desc: x.short }))
+        : (c.words ?? []).map((w) => ({ word: w, desc: "" }));
     words.set(c.name, positional);
     for (const a of c.aliases ?? []) aliases.set(a, c.name);
   }
@@ -144,7 +150,10 @@ fi
 function fish(t: CompletionTable, descriptions: boolean): string {
   const fq = (s: string) => `'${s.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
   const d = (w: Word) => (descriptions && w.desc ? ` -d ${fq(w.desc)}` : "");
-  const lines = [`# fish completion for ${PROGRAM} (written by \`${PROGRAM} completion fish\`).`, `# Load it in this shell with:  ${PROGRAM} completion fish | source`];
+  const lines = [
+    `# fish completion for ${PROGRAM} (written by \`${PROGRAM} completion fish\`).`,
+    `# Load it in this shell with:  ${PROGRAM} completion fish | source`,
+  ];
   for (const prog of COMPLETED_NAMES) {
     lines.push(`complete -c ${prog} -f`);
     for (const w of t.words.get("")!) lines.push(`complete -c ${prog} -n __fish_use_subcommand -a ${fq(w.word)}${d(w)}`);

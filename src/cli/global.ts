@@ -8,11 +8,32 @@ import { CliError } from "./io.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export const GLOBAL_FLAGS: FlagSpec[] = [
-  { name: "log_target", type: "stringArray", default: ["stdout"], usage: "The set of paths where to output the log. This can be any path as well as the special values stdout and stderr" },
+  {
+    name: "log_target",
+    type: "stringArray",
+    default: ["stdout"],
+    usage: "The set of paths where to output the log. This can be any path as well as the special values stdout and stderr",
+  },
   { name: "log_as_json", type: "bool", default: false, usage: "Whether to format output as JSON or in plain console-friendly format" },
-  { name: "log_output_level", type: "string", default: "default:info,grpc:none", usage: "Comma-separated minimum per-scope logging level of messages to output, in the form of <scope>:<level>,<scope>:<level>,... where level can be one of [debug, info, warn, error, fatal, none]" },
-  { name: "log_stacktrace_level", type: "string", default: "default:none", usage: "Comma-separated minimum per-scope logging level at which stack traces are captured" },
-  { name: "log_caller", type: "string", default: "", usage: "Comma-separated list of scopes for which to include caller information, scopes can be any of [all, default, ...]" },
+  {
+    name: "log_output_level",
+    type: "string",
+    default: "default:info,grpc:none",
+    usage:
+      "Comma-separated minimum per-scope logging level of messages to output, in the form of <scope>:<level>,<scope>:<level>,... where level can be one of [debug, info, warn, error, fatal, none]",
+  },
+  {
+    name: "log_stacktrace_level",
+    type: "string",
+    default: "default:none",
+    usage: "Comma-separated minimum per-scope logging level at which stack traces are captured",
+  },
+  {
+    name: "log_caller",
+    type: "string",
+    default: "",
+    usage: "Comma-separated list of scopes for which to include caller information, scopes can be any of [all, default, ...]",
+  },
   { name: "vklog", type: "int", default: 0, usage: "number for the log level verbosity. Like -v flag. ex: --vklog=9" },
 ];
 

@@ -34,7 +34,14 @@ export interface IptablesIo {
  */
 export const FLAG_ERROR_CODE = 255;
 
-const ENV_ONLY = new Set(["ISTIO_OUTBOUND_OWNER_GROUPS", "ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE", "ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", "ENVOY_USER", "DRY_RUN_FILE_PATH", "IPTABLES_TRACE_LOGGING"]);
+const ENV_ONLY = new Set([
+  "ISTIO_OUTBOUND_OWNER_GROUPS",
+  "ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE",
+  "ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR",
+  "ENVOY_USER",
+  "DRY_RUN_FILE_PATH",
+  "IPTABLES_TRACE_LOGGING",
+]);
 
 export const IPTABLES_HELP = `istio-iptables is responsible for setting up port forwarding for Istio Sidecar.
 
@@ -90,7 +97,13 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
   }
   let sink: LogSink;
   try {
-    sink = new LogSink({ outputLevels: parsed.log.outputLevels, json: parsed.log.json, callerScopes: parsed.log.caller, write: logWriter(parsed.log.targets, parsed.cfg.DRY_RUN, io), now: io.now });
+    sink = new LogSink({
+      outputLevels: parsed.log.outputLevels,
+      json: parsed.log.json,
+      callerScopes: parsed.log.caller,
+      write: logWriter(parsed.log.targets, parsed.cfg.DRY_RUN, io),
+      now: io.now,
+    });
   } catch (e) {
     if (!(e instanceof LogConfigError)) throw e;
     io.stderr(`Error: ${e.message}\n`);
@@ -145,7 +158,13 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
   }
   if (cfg.RUN_VALIDATION) {
     try {
-      await runValidation({ ipv6: cfg.HOST_IP.includes(":"), listenPorts: [Number(cfg.PROXY_PORT), Number(cfg.INBOUND_CAPTURE_PORT)], probePort: cfg.IPTABLES_PROBE_PORT, timeoutMs: cfg.PROBE_TIMEOUT, log });
+      await runValidation({
+        ipv6: cfg.HOST_IP.includes(":"),
+        listenPorts: [Number(cfg.PROXY_PORT), Number(cfg.INBOUND_CAPTURE_PORT)],
+        probePort: cfg.IPTABLES_PROBE_PORT,
+        timeoutMs: cfg.PROBE_TIMEOUT,
+        log,
+      });
     } catch (e) {
       log.error(`Validation failed: ${errorMessage(e)}`);
       log.error(VALIDATION_FAILED_MESSAGE);

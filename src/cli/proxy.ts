@@ -24,17 +24,45 @@ import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
 export const PROXY_FLAGS: FlagSpec[] = [
   { name: "domain", type: "string", default: "", usage: "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local" },
-  { name: "meshConfig", type: "string", default: "./etc/istio/config/mesh", usage: "File name for Istio mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.istio.io/config annotation." },
+  {
+    name: "meshConfig",
+    type: "string",
+    default: "./etc/istio/config/mesh",
+    usage:
+      "File name for Istio mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.istio.io/config annotation.",
+  },
   { name: "stsPort", type: "int", default: 0, usage: "HTTP Port on which to serve Security Token Service (STS). If zero, STS service will not be provided." },
-  { name: "tokenManagerPlugin", type: "string", default: "", usage: "Token provider specific plugin name (empty: GoogleTokenExchange, for the --stsPort service)." },
+  {
+    name: "tokenManagerPlugin",
+    type: "string",
+    default: "",
+    usage: "Token provider specific plugin name (empty: GoogleTokenExchange, for the --stsPort service).",
+  },
   { name: "serviceCluster", type: "string", default: "istio-proxy", usage: "Service cluster (deprecated; ProxyConfig.serviceCluster wins)" },
-  { name: "proxyLogLevel", type: "string", default: "warning", usage: "The log level used to start the Envoy proxy (choose from {trace, debug, info, warning, error, critical, off}). Level may also include one or more scopes, such as 'info,misc:error,upstream:debug'" },
-  { name: "proxyComponentLogLevel", type: "string", default: "", usage: "The component log level used to start the Envoy proxy. Deprecated, use proxyLogLevel instead" },
+  {
+    name: "proxyLogLevel",
+    type: "string",
+    default: "warning",
+    usage:
+      "The log level used to start the Envoy proxy (choose from {trace, debug, info, warning, error, critical, off}). Level may also include one or more scopes, such as 'info,misc:error,upstream:debug'",
+  },
+  {
+    name: "proxyComponentLogLevel",
+    type: "string",
+    default: "",
+    usage: "The component log level used to start the Envoy proxy. Deprecated, use proxyLogLevel instead",
+  },
   { name: "concurrency", type: "int", default: 0, usage: "number of worker threads to run (legacy; prefer ProxyConfig.concurrency)" },
   { name: "templateFile", type: "string", default: "", usage: "Go template bootstrap config" },
   { name: "outlierLogPath", type: "string", default: "", usage: "The log path for outlier detection" },
   { name: "profiling", type: "bool", default: true, usage: "Enable profiling via web interface host:port/debug/pprof/." },
-  { name: "localXdsPath", type: "string", default: "", usage: "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod (local mode)", env: "LOCAL_XDS_PATH" },
+  {
+    name: "localXdsPath",
+    type: "string",
+    default: "",
+    usage: "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod (local mode)",
+    env: "LOCAL_XDS_PATH",
+  },
 ];
 
 export function proxyHelp(): string {
@@ -96,7 +124,8 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   }
   const sink = logSinkFromFlags(parsed, { stdout: io.out, stderr: io.err });
   const log = sink.logger();
-  for (const line of flagLines(parsed.values, [...GLOBAL_FLAGS, ...PROXY_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }])) log.info(line);
+  for (const line of flagLines(parsed.values, [...GLOBAL_FLAGS, ...PROXY_FLAGS, { name: "help", short: "h", type: "bool", default: false, usage: "" }]))
+    log.info(line);
   for (const u of parsed.unknown) log.warn(`unknown flag ignored (accepted for backward compatibility): ${u}`);
   if (parsed.positionals.length > 1) throw new CliError(`proxy: expected at most one proxy type, got ${parsed.positionals.join(" ")}`);
   const flags = parsed.values as unknown as ProxyFlags;
@@ -138,9 +167,20 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     if (r.address === undefined) delete config.proxyConfig.statsdUdpAddress;
   }
   log.info(`Effective config: ${proxyConfigYaml(config.proxyConfig).replace(/\n/g, "\n  ")}`);
-  log.info(`Proxy role`, { ips: config.node.ips.join(","), type: config.proxyType, id: config.node.id, domain: config.node.domain, nodeId: config.node.nodeId });
+  log.info(`Proxy role`, {
+    ips: config.node.ips.join(","),
+    type: config.proxyType,
+    id: config.node.id,
+    domain: config.node.domain,
+    nodeId: config.node.nodeId,
+  });
 
-  const agent = new Agent(config, { sink, logAsJson: Boolean(parsed.values.log_as_json), uptimeMs: () => process.uptime() * 1000, ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}) });
+  const agent = new Agent(config, {
+    sink,
+    logAsJson: Boolean(parsed.values.log_as_json),
+    uptimeMs: () => process.uptime() * 1000,
+    ...(io.selfCommand ? { selfCommand: io.selfCommand } : {}),
+  });
   const stop = new AbortController();
   let signals = 0;
   const unsubscribe = io.onSignal?.((sig) => {

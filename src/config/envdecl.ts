@@ -50,7 +50,14 @@ export interface EnvProblem {
   message: string;
 }
 
-export function declare<T extends EnvType>(name: string, type: T, def: EnvValueOf<T>, group: string, doc: string, extra: Partial<Pick<EnvDecl, "secret" | "alias" | "range">> = {}): EnvDecl<T> {
+export function declare<T extends EnvType>(
+  name: string,
+  type: T,
+  def: EnvValueOf<T>,
+  group: string,
+  doc: string,
+  extra: Partial<Pick<EnvDecl, "secret" | "alias" | "range">> = {},
+): EnvDecl<T> {
   return { name, type, default: def, group, doc, ...extra };
 }
 
@@ -119,7 +126,10 @@ export function rangeText(d: EnvDecl): string {
 }
 
 /** Parse a whole table of declarations into a typed record. */
-export function readAll<D extends Record<string, EnvDecl>>(env: EnvMap, decls: D): { values: { [K in keyof D]: EnvValueOf<D[K]["type"]> }; problems: EnvProblem[] } {
+export function readAll<D extends Record<string, EnvDecl>>(
+  env: EnvMap,
+  decls: D,
+): { values: { [K in keyof D]: EnvValueOf<D[K]["type"]> }; problems: EnvProblem[] } {
   const problems: EnvProblem[] = [];
   const values = {} as { [K in keyof D]: EnvValueOf<D[K]["type"]> };
   for (const key of Object.keys(decls) as (keyof D)[]) {

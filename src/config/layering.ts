@@ -37,14 +37,49 @@ const MAP_FIELDS = new Set(["proxyMetadata", "runtimeValues", "customTags", "lab
 
 /** Every field of istio.mesh.v1alpha1.ProxyConfig, in lowerCamelCase. */
 export const PROXY_CONFIG_FIELDS = new Set([
-  "configPath", "binaryPath", "serviceCluster", "drainDuration", "parentShutdownDuration", "discoveryAddress",
-  "discoveryRefreshDelay", "zipkinAddress", "statsdUdpAddress", "envoyMetricsServiceAddress", "proxyAdminPort",
-  "availabilityZone", "controlPlaneAuthPolicy", "customConfigFile", "statNameLength", "concurrency",
-  "proxyBootstrapTemplatePath", "interceptionMode", "tracing", "sds", "envoyAccessLogService", "envoyMetricsService",
-  "sidecarStatsTemplate", "statusPort", "extraStatTags", "proxyMetadata", "runtimeValues", "terminationDrainDuration",
-  "meshId", "readinessProbe", "proxyStatsMatcher", "holdApplicationUntilProxyStarts", "caCertificatesPem", "image",
-  "privateKeyProvider", "proxyHeaders", "fileFlushInterval", "fileFlushMinSizeKb", "caCertificatePem",
-  "tracingServiceName", "gatewayTopology", "startupProbe", "drainDurationSeconds",
+  "configPath",
+  "binaryPath",
+  "serviceCluster",
+  "drainDuration",
+  "parentShutdownDuration",
+  "discoveryAddress",
+  "discoveryRefreshDelay",
+  "zipkinAddress",
+  "statsdUdpAddress",
+  "envoyMetricsServiceAddress",
+  "proxyAdminPort",
+  "availabilityZone",
+  "controlPlaneAuthPolicy",
+  "customConfigFile",
+  "statNameLength",
+  "concurrency",
+  "proxyBootstrapTemplatePath",
+  "interceptionMode",
+  "tracing",
+  "sds",
+  "envoyAccessLogService",
+  "envoyMetricsService",
+  "sidecarStatsTemplate",
+  "statusPort",
+  "extraStatTags",
+  "proxyMetadata",
+  "runtimeValues",
+  "terminationDrainDuration",
+  "meshId",
+  "readinessProbe",
+  "proxyStatsMatcher",
+  "holdApplicationUntilProxyStarts",
+  "caCertificatesPem",
+  "image",
+  "privateKeyProvider",
+  "proxyHeaders",
+  "fileFlushInterval",
+  "fileFlushMinSizeKb",
+  "caCertificatePem",
+  "tracingServiceName",
+  "gatewayTopology",
+  "startupProbe",
+  "drainDurationSeconds",
 ]);
 
 export function camelCase(key: string): string {
@@ -96,7 +131,9 @@ export function parseLayer(input: LayerInput): Record<string, unknown> | undefin
   }
   if (doc === null || doc === undefined) return undefined;
   if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw new ConfigError(`${input.origin}: expected a ${input.meshConfig ? "MeshConfig" : "ProxyConfig"} mapping, got ${Array.isArray(doc) ? "a list" : typeof doc}`);
+    throw new ConfigError(
+      `${input.origin}: expected a ${input.meshConfig ? "MeshConfig" : "ProxyConfig"} mapping, got ${Array.isArray(doc) ? "a list" : typeof doc}`,
+    );
   }
   let fragment = doc as Record<string, unknown>;
   if (input.meshConfig) {

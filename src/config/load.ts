@@ -102,7 +102,9 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
     sources.concurrency = "--concurrency";
   }
   if (!pc.concurrency && env.ISTIO_CPU_LIMIT < inputs.cpuCount) {
-    warnings.push(`concurrency is set to 0, which will use a thread per CPU on the host. However, CPU limit is set lower. This is not recommended and may lead to performance issues. CPU count: ${inputs.cpuCount}, CPU Limit: ${env.ISTIO_CPU_LIMIT}.`);
+    warnings.push(
+      `concurrency is set to 0, which will use a thread per CPU on the host. However, CPU limit is set lower. This is not recommended and may lead to performance issues. CPU count: ${inputs.cpuCount}, CPU Limit: ${env.ISTIO_CPU_LIMIT}.`,
+    );
   }
   if (pc.serviceCluster === "" || (pc.serviceCluster === undefined && pc.tracingServiceName === undefined)) {
     pc.serviceCluster = inputs.flags.serviceCluster;
@@ -180,7 +182,8 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
 function canonicalise(pc: Record<string, unknown>): void {
   const wrappers = new Set(["concurrency", "holdApplicationUntilProxyStarts"]);
   for (const [k, v] of Object.entries(pc)) {
-    const emptyMap = v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0 && (k === "proxyMetadata" || k === "runtimeValues");
+    const emptyMap =
+      v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0 && (k === "proxyMetadata" || k === "runtimeValues");
     const zero = !wrappers.has(k) && (v === "" || v === 0 || v === false);
     if (v === null || v === undefined || emptyMap || zero || (Array.isArray(v) && v.length === 0)) delete pc[k];
   }

@@ -41,7 +41,12 @@ function usable(ip: string): boolean {
 }
 
 export function discoverIps(inputs: Pick<NodeInputs, "instanceIp" | "interfaces" | "excludeInterfaces">): string[] {
-  const excluded = new Set(inputs.excludeInterfaces.split(",").map((s) => s.trim()).filter(Boolean));
+  const excluded = new Set(
+    inputs.excludeInterfaces
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
   const excludedIps = new Set<string>();
   const ips: string[] = [];
   if (inputs.instanceIp && isIP(inputs.instanceIp)) ips.push(inputs.instanceIp);

@@ -83,5 +83,8 @@ export interface StatsdResolution {
 export async function resolveStatsdAddress(addr: string, lookup: IpLookup, timeoutMs = RESOLVE_TIMEOUT_MS): Promise<StatsdResolution> {
   const r = await resolveAddr(addr, lookup, timeoutMs);
   if (r.ok) return { address: r.address, line: { level: "info", text: `statsdUdpAddress ${addr} resolved to ${r.address}` } };
-  return { address: undefined, line: { level: "warn", text: `resolve StatsdUdpAddress failed: statsdUdpAddress ${JSON.stringify(addr)}: ${r.error}; the statsd sink is off` } };
+  return {
+    address: undefined,
+    line: { level: "warn", text: `resolve StatsdUdpAddress failed: statsdUdpAddress ${JSON.stringify(addr)}: ${r.error}; the statsd sink is off` },
+  };
 }

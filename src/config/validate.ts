@@ -16,8 +16,17 @@ export interface ValidationResult {
 
 const INT_FIELDS = ["proxyAdminPort", "statusPort", "statNameLength", "fileFlushMinSizeKb"] as const;
 const STRING_FIELDS = [
-  "configPath", "binaryPath", "serviceCluster", "discoveryAddress", "zipkinAddress", "statsdUdpAddress",
-  "customConfigFile", "proxyBootstrapTemplatePath", "meshId", "caCertificatePem", "sidecarStatsTemplate",
+  "configPath",
+  "binaryPath",
+  "serviceCluster",
+  "discoveryAddress",
+  "zipkinAddress",
+  "statsdUdpAddress",
+  "customConfigFile",
+  "proxyBootstrapTemplatePath",
+  "meshId",
+  "caCertificatePem",
+  "sidecarStatsTemplate",
 ] as const;
 const DURATION_FIELDS = ["drainDuration", "terminationDrainDuration", "fileFlushInterval", "parentShutdownDuration", "discoveryRefreshDelay"] as const;
 
@@ -71,7 +80,8 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
 
   if (!config.discoveryAddress) err("discoveryAddress", "discovery address must be set to the proxy discovery service");
   else addressProblem(config.discoveryAddress, (m) => err("discoveryAddress", `invalid discovery address: ${m}`));
-  if (config.statsdUdpAddress) addressProblem(config.statsdUdpAddress, (m) => err("statsdUdpAddress", `invalid statsd udp address ${JSON.stringify(config.statsdUdpAddress)}: ${m}`));
+  if (config.statsdUdpAddress)
+    addressProblem(config.statsdUdpAddress, (m) => err("statsdUdpAddress", `invalid statsd udp address ${JSON.stringify(config.statsdUdpAddress)}: ${m}`));
   for (const svc of ["envoyMetricsService", "envoyAccessLogService"] as const) {
     const addr = (config[svc] as { address?: unknown } | undefined)?.address;
     if (typeof addr === "string" && addr) addressProblem(addr, (m) => err(`${svc}.address`, `invalid address ${JSON.stringify(addr)}: ${m}`));
@@ -92,7 +102,8 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
   const auth: unknown = config.controlPlaneAuthPolicy;
   if (auth !== undefined) {
     const normalised = auth === 0 || auth === "0" ? "NONE" : auth === 1 || auth === "1" ? "MUTUAL_TLS" : auth;
-    if (normalised !== "NONE" && normalised !== "MUTUAL_TLS") err("controlPlaneAuthPolicy", `unrecognized control plane auth policy ${JSON.stringify(auth)} (want NONE or MUTUAL_TLS)`);
+    if (normalised !== "NONE" && normalised !== "MUTUAL_TLS")
+      err("controlPlaneAuthPolicy", `unrecognized control plane auth policy ${JSON.stringify(auth)} (want NONE or MUTUAL_TLS)`);
     else config.controlPlaneAuthPolicy = normalised as string;
   }
   const mode = config.interceptionMode;
@@ -102,7 +113,8 @@ export function validateProxyConfig(input: ProxyConfig, sources: Record<string, 
   if (config.extraStatTags !== undefined && (!Array.isArray(config.extraStatTags) || config.extraStatTags.some((t) => typeof t !== "string"))) {
     err("extraStatTags", "must be a list of strings");
   }
-  if (config.privateKeyProvider) validatePrivateKeyProvider(config.privateKeyProvider, (m) => err("privateKeyProvider", `invalid private key provider configuration: ${m}`));
+  if (config.privateKeyProvider)
+    validatePrivateKeyProvider(config.privateKeyProvider, (m) => err("privateKeyProvider", `invalid private key provider configuration: ${m}`));
   if (config.proxyMetadata && "ISTIO_META_DNS_AUTO_ALLOCATE" in config.proxyMetadata) {
     warnings.push(`${where("proxyMetadata")}: proxyMetadata: 'ISTIO_META_DNS_AUTO_ALLOCATE' is deprecated; use DNS auto-allocation v2`);
   }

@@ -34,7 +34,9 @@ export function credentialFetcherFor(cfg: AgentConfig, deps: CredentialDeps): To
         { http: deps.http ?? fetchMetadata, readSystemFile: () => undefined, lookupHost: () => Promise.reject(new Error("unused")) },
         cfg.env.GCE_METADATA_HOST,
       );
-      deps.log.info(`using credential fetcher of GoogleComputeEngine type in ${cfg.env.TRUST_DOMAIN} trust domain (identity provider ${cfg.env.CREDENTIAL_IDENTITY_PROVIDER})`);
+      deps.log.info(
+        `using credential fetcher of GoogleComputeEngine type in ${cfg.env.TRUST_DOMAIN} trust domain (identity provider ${cfg.env.CREDENTIAL_IDENTITY_PROVIDER})`,
+      );
       return new GceCredentialFetcher({
         audience: cfg.env.TRUST_DOMAIN,
         jwtPath: resolve(cfg.root, ISTIO_TOKEN_PATH),

@@ -50,7 +50,8 @@ export function createDnsProxy(cfg: AgentConfig, deps: DnsProxyDeps): DnsProxy {
   const rc = parseResolvConf(text);
   const { upstreams, ignored } = upstreamServers(rc.servers, deps.upstreamPort);
   if (ignored.length) log.warn(`${plan.resolvConfPath}: nameserver entries that are not IP addresses are ignored`, { entries: ignored });
-  if (upstreams.length === 0) log.warn(`${plan.resolvConfPath} lists no nameserver: names outside the mesh will get SERVFAIL`, ids({ path: plan.resolvConfPath }));
+  if (upstreams.length === 0)
+    log.warn(`${plan.resolvConfPath} lists no nameserver: names outside the mesh will get SERVFAIL`, ids({ path: plan.resolvConfPath }));
   return new DnsProxy({
     listen: deps.listen ?? bindAddresses(plan.addr, rc.servers),
     upstreams,

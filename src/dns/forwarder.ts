@@ -66,7 +66,11 @@ export class Forwarder {
         this.opts.upstreams.map((up) =>
           this.attempt(protocol, up, query, ac.signal).catch((e: unknown) => {
             if (!ac.signal.aborted) {
-              this.opts.log.info("parallel querying upstream failure", { upstream: joinHostPort(up.host, up.port), protocol, error: e instanceof Error ? e.message : String(e) });
+              this.opts.log.info("parallel querying upstream failure", {
+                upstream: joinHostPort(up.host, up.port),
+                protocol,
+                error: e instanceof Error ? e.message : String(e),
+              });
             }
             throw e;
           }),

@@ -78,7 +78,7 @@ export function formatIp(ip: ParsedIp): string {
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
   let best = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
       i++;
       continue;

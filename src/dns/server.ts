@@ -175,7 +175,11 @@ function bindTcp(a: HostPort, handle: PacketHandler, log: Logger, idleMs: number
             log.error("dns query handling failed", { error: errorText(e) });
             continue;
           }
-          if (r instanceof Promise) r.then((reply) => send(s, reply), (e: unknown) => log.error("dns query handling failed", { error: errorText(e) }));
+          if (r instanceof Promise)
+            r.then(
+              (reply) => send(s, reply),
+              (e: unknown) => log.error("dns query handling failed", { error: errorText(e) }),
+            );
           else send(s, r);
         }
         st.buf = merged.slice(off);

@@ -98,7 +98,8 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
   const adminHost = cfg.node.ipMode === "ipv6" ? "::1" : "127.0.0.1";
   const adminPort = pc.proxyAdminPort ?? 15000;
   const overrideFile = env.ISTIO_BOOTSTRAP_OVERRIDE !== "" ? resolve(cfg.root, env.ISTIO_BOOTSTRAP_OVERRIDE) : undefined;
-  const watchFiles = deps.watchFiles ?? hotRestartWatchFiles({ bootstrapPath, overrideFile, certificateFiles: (deps.certificateFiles ?? []).map((f) => resolve(cfg.root, f)) });
+  const watchFiles =
+    deps.watchFiles ?? hotRestartWatchFiles({ bootstrapPath, overrideFile, certificateFiles: (deps.certificateFiles ?? []).map((f) => resolve(cfg.root, f)) });
 
   return {
     log,

@@ -75,10 +75,24 @@ export function goExitError(s: ExitStatus): string {
 
 /** Go's syscall.Signal strings on Linux for the signals an Envoy dies of. */
 const GO_SIGNAL_NAMES: Record<string, string> = {
-  SIGHUP: "hangup", SIGINT: "interrupt", SIGQUIT: "quit", SIGILL: "illegal instruction", SIGTRAP: "trace/breakpoint trap",
-  SIGABRT: "aborted", SIGBUS: "bus error", SIGFPE: "floating point exception", SIGKILL: "killed", SIGUSR1: "user defined signal 1",
-  SIGSEGV: "segmentation fault", SIGUSR2: "user defined signal 2", SIGPIPE: "broken pipe", SIGALRM: "alarm clock", SIGTERM: "terminated",
-  SIGXCPU: "CPU time limit exceeded", SIGXFSZ: "file size limit exceeded", SIGSYS: "bad system call",
+  SIGHUP: "hangup",
+  SIGINT: "interrupt",
+  SIGQUIT: "quit",
+  SIGILL: "illegal instruction",
+  SIGTRAP: "trace/breakpoint trap",
+  SIGABRT: "aborted",
+  SIGBUS: "bus error",
+  SIGFPE: "floating point exception",
+  SIGKILL: "killed",
+  SIGUSR1: "user defined signal 1",
+  SIGSEGV: "segmentation fault",
+  SIGUSR2: "user defined signal 2",
+  SIGPIPE: "broken pipe",
+  SIGALRM: "alarm clock",
+  SIGTERM: "terminated",
+  SIGXCPU: "CPU time limit exceeded",
+  SIGXFSZ: "file size limit exceeded",
+  SIGSYS: "bad system call",
 };
 
 /** Shell convention for the agent's own exit code: the code, or 128 + signal number. */
@@ -89,7 +103,22 @@ export function exitCodeOf(s: ExitStatus): number {
 }
 
 const SIGNAL_NUMBERS: Record<string, number> = {
-  SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGILL: 4, SIGTRAP: 5, SIGABRT: 6, SIGBUS: 7, SIGFPE: 8,
-  SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15,
-  SIGXCPU: 24, SIGXFSZ: 25, SIGSYS: 31,
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGILL: 4,
+  SIGTRAP: 5,
+  SIGABRT: 6,
+  SIGBUS: 7,
+  SIGFPE: 8,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGSEGV: 11,
+  SIGUSR2: 12,
+  SIGPIPE: 13,
+  SIGALRM: 14,
+  SIGTERM: 15,
+  SIGXCPU: 24,
+  SIGXFSZ: 25,
+  SIGSYS: 31,
 };

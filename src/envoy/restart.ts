@@ -19,9 +19,7 @@ export interface RestartPolicy {
   windowMs: number;
 }
 
-export type RestartDecision =
-  | { restart: true; delayMs: number; attempt: number; history: number[] }
-  | { restart: false; reason: string; history: number[] };
+export type RestartDecision = { restart: true; delayMs: number; attempt: number; history: number[] } | { restart: false; reason: string; history: number[] };
 
 /** Parse ENVOY_RESTART_POLICY; an unknown value yields the default (never) plus a problem naming it. */
 export function parseRestartMode(raw: string): { mode: RestartPolicy["mode"]; problem?: string } {

@@ -347,7 +347,9 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   private scheduleRestart(delayMs: number, attempt: number): void {
     this.restartBlocker ??= this.opts.readiness.block(READINESS.envoyRestarting);
     this.restartBlocker.reblock();
-    this.log.info(`restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`);
+    this.log.info(
+      `restarting Envoy in ${formatGoDuration(delayMs)} (restart ${attempt} of ${this.opts.restart.budget} within ${formatGoDuration(this.opts.restart.windowMs)})`,
+    );
     const ac = new AbortController();
     this.backoff = ac;
     void this.clock.sleep(delayMs, ac.signal).then((due) => {
@@ -406,7 +408,11 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     } catch (err) {
       this.log.warn(`Error in invoking drain listeners endpoint: ${errorMessage(err)}`);
     }
-    const why = await waitForDrain(plan, { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: (ms, s) => this.clock.sleep(ms, s) }, ac.signal);
+    const why = await waitForDrain(
+      plan,
+      { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: (ms, s) => this.clock.sleep(ms, s) },
+      ac.signal,
+    );
     this.fire({ type: "drain-over", why });
   }
 

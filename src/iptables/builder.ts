@@ -56,7 +56,8 @@ export class RuleBuilder {
     if (!list) return this;
     list.push({ chain, table, params: ["-I", chain, String(position), ...params] });
     // Inserted after the rule at the same position, the companion ends up in front of it.
-    if (trace && this.traceLogging && params.includes("-j")) list.push({ chain, table, params: ["-I", chain, String(position), ...this.companion(params, trace)] });
+    if (trace && this.traceLogging && params.includes("-j"))
+      list.push({ chain, table, params: ["-I", chain, String(position), ...this.companion(params, trace)] });
     return this;
   }
 
@@ -70,8 +71,18 @@ export class RuleBuilder {
 
   /** One rule per family with `ip` substituted by the family's value (Istio's AppendVersionedRule). */
   appendVersioned(ipv4: string, ipv6: string, chain: string, table: string, params: readonly string[], ip = IP_PLACEHOLDER): this {
-    this.appendFamily("v4", chain, table, params.map((p) => (p === ip ? ipv4 : p)));
-    return this.appendFamily("v6", chain, table, params.map((p) => (p === ip ? ipv6 : p)));
+    this.appendFamily(
+      "v4",
+      chain,
+      table,
+      params.map((p) => (p === ip ? ipv4 : p)),
+    );
+    return this.appendFamily(
+      "v6",
+      chain,
+      table,
+      params.map((p) => (p === ip ? ipv6 : p)),
+    );
   }
 
   rules(f: Family): readonly Rule[] {

@@ -5,7 +5,16 @@
 // that the configured rules do not cover.
 
 import type { Logger } from "../lib/log.ts";
-import { buildCleanup, buildCleanupFromState, buildCleanupGuardrails, buildGuardrails, buildRestore, istioLeftovers, stateFromSave, type RuleBuilder } from "./builder.ts";
+import {
+  buildCleanup,
+  buildCleanupFromState,
+  buildCleanupGuardrails,
+  buildGuardrails,
+  buildRestore,
+  istioLeftovers,
+  stateFromSave,
+  type RuleBuilder,
+} from "./builder.ts";
 import type { CaptureConfig } from "./config.ts";
 import { XtablesError, type IptablesVersion, type Xtables } from "./deps.ts";
 import { generateRules } from "./rules.ts";
@@ -120,7 +129,11 @@ async function execute(cfg: CaptureConfig, xt: Xtables, rb: RuleBuilder, v4: Ipt
         for (const [ver] of v6 && !families.some(([, f]) => f === "v6") ? [...families, [v6, "v6"] as const] : families) {
           const leftovers = istioLeftovers(stateFromSave(await xt.run("save", ver, [])));
           if (Object.keys(leftovers).length > 0) {
-            log.info(`Removing leftover ISTIO_ chains and jumps (${ver.binary}): ${Object.entries(leftovers).map(([t, l]) => `${t}: ${l.chains.join(",") || "-"}`).join("; ")}`);
+            log.info(
+              `Removing leftover ISTIO_ chains and jumps (${ver.binary}): ${Object.entries(leftovers)
+                .map(([t, l]) => `${t}: ${l.chains.join(",") || "-"}`)
+                .join("; ")}`,
+            );
             await tryAll(xt, ver, buildCleanupFromState(leftovers), log);
           }
         }
@@ -134,7 +147,9 @@ async function execute(cfg: CaptureConfig, xt: Xtables, rb: RuleBuilder, v4: Ipt
           try {
             await xt.run("restore", ver, ["--test", "--noflush"], data);
           } catch (e) {
-            throw new CaptureError(`the generated rules were rejected by ${ver.restoreBinary} --test; nothing was applied: ${(e as XtablesError).message}\n${data.trim()}`);
+            throw new CaptureError(
+              `the generated rules were rejected by ${ver.restoreBinary} --test; nothing was applied: ${(e as XtablesError).message}\n${data.trim()}`,
+            );
           }
         }
       }
@@ -144,7 +159,9 @@ async function execute(cfg: CaptureConfig, xt: Xtables, rb: RuleBuilder, v4: Ipt
       }
     }
     if (!delta && cfg.FORCE_APPLY) {
-      log.warn("The forced apply of iptables changes succeeded despite the presence of conflicting rules or chains. If you encounter this message, please consider reporting it as an issue.");
+      log.warn(
+        "The forced apply of iptables changes succeeded despite the presence of conflicting rules or chains. If you encounter this message, please consider reporting it as an issue.",
+      );
     }
   } finally {
     if (guardrails) {

@@ -171,7 +171,8 @@ export function validateCaptureConfig(c: CaptureConfig): void {
   }
   const portList = (flag: string, v: string, wildcard: boolean) => {
     if (wildcard && v === "*") return;
-    for (const p of splitList(v)) if (!isPortOrRange(p.trim())) fail(flag, `invalid port "${p}" in "${v}" (want a comma list of ports${wildcard ? ' or "*"' : ""})`);
+    for (const p of splitList(v))
+      if (!isPortOrRange(p.trim())) fail(flag, `invalid port "${p}" in "${v}" (want a comma list of ports${wildcard ? ' or "*"' : ""})`);
   };
   portList("--istio-inbound-ports (ISTIO_INBOUND_PORTS)", c.INBOUND_PORTS_INCLUDE, true);
   portList("--istio-local-exclude-ports (ISTIO_LOCAL_EXCLUDE_PORTS)", c.INBOUND_PORTS_EXCLUDE, false);
@@ -179,7 +180,8 @@ export function validateCaptureConfig(c: CaptureConfig): void {
   portList("--istio-local-outbound-ports-exclude (ISTIO_LOCAL_OUTBOUND_PORTS_EXCLUDE)", c.OUTBOUND_PORTS_EXCLUDE, false);
   const cidrs = (flag: string, v: string) => {
     const r = separateV4V6(v);
-    if (r.bad !== undefined) fail(flag, `invalid CIDR "${r.bad}" (want a comma list like 10.0.0.0/8,2001:db8::/32${flag.includes("exclude") ? "" : ' or "*"'})`);
+    if (r.bad !== undefined)
+      fail(flag, `invalid CIDR "${r.bad}" (want a comma list like 10.0.0.0/8,2001:db8::/32${flag.includes("exclude") ? "" : ' or "*"'})`);
     return r;
   };
   cidrs("--istio-service-cidr (ISTIO_SERVICE_CIDR)", c.OUTBOUND_IPRANGES_INCLUDE);
@@ -202,7 +204,8 @@ export function validateCaptureConfig(c: CaptureConfig): void {
     ["ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE", c.OUTBOUND_OWNER_GROUPS_EXCLUDE],
   ] as const) {
     // Istio writes "*" in the excluded list as given (`--gid-owner *`): accepted as it does.
-    for (const g of splitList(v)) if (!NAME_OR_ID.test(g) && !(g === "*" && name.endsWith("_EXCLUDE"))) fail(name, `invalid group "${g}" (want a group name or numeric GID)`);
+    for (const g of splitList(v))
+      if (!NAME_OR_ID.test(g) && !(g === "*" && name.endsWith("_EXCLUDE"))) fail(name, `invalid group "${g}" (want a group name or numeric GID)`);
   }
   if (c.OUTBOUND_OWNER_GROUPS_INCLUDE !== "*" && splitList(c.OUTBOUND_OWNER_GROUPS_INCLUDE).length > 64) {
     const n = splitList(c.OUTBOUND_OWNER_GROUPS_INCLUDE).length;
@@ -224,6 +227,7 @@ export function validateCaptureConfig(c: CaptureConfig): void {
   }
   const lb = parsePrefix(c.HOST_IPV4_LOOPBACK_CIDR);
   if (!lb) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `failed to parse CIDR ${c.HOST_IPV4_LOOPBACK_CIDR}`);
-  if (lb!.addr.family !== 4 || !isLoopback(lb!.addr)) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `expected valid IPv4 loopback address in CIDR ${c.HOST_IPV4_LOOPBACK_CIDR}`);
+  if (lb!.addr.family !== 4 || !isLoopback(lb!.addr))
+    fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `expected valid IPv4 loopback address in CIDR ${c.HOST_IPV4_LOOPBACK_CIDR}`);
   if (lb!.bits < 8) fail("ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR", `expected CIDR ${c.HOST_IPV4_LOOPBACK_CIDR} to have mask in range [8, 32]; found ${lb!.bits}`);
 }

@@ -86,7 +86,12 @@ export function compareVersion(a: readonly number[], b: readonly number[]): numb
   return 0;
 }
 
-const EXIT_TYPES: Record<number, string> = { 1: "xtables other problem", 2: "xtables parameter problem", 3: "xtables version problem", 4: "xtables resource problem" };
+const EXIT_TYPES: Record<number, string> = {
+  1: "xtables other problem",
+  2: "xtables parameter problem",
+  3: "xtables version problem",
+  4: "xtables resource problem",
+};
 
 /** Istio's transformToXTablesErrorMessage: name the xtables exit type and keep the hint after `prog: `. */
 export function xtablesErrorMessage(stderr: string, code: number): string {
@@ -151,7 +156,8 @@ export class RealXtables implements Xtables {
     const { exec } = this.opts;
     const save = `${bin}-save`;
     const dump = await exec(save, []).catch((e: unknown) => ({ code: 127, stdout: "", stderr: errorMessage(e) }));
-    if (dump.code !== 0) throw new XtablesError(`failed to execute ${save}: ${(dump.stderr || dump.stdout).trim() || `exit status ${dump.code}`}`, save, dump.code, dump.stderr);
+    if (dump.code !== 0)
+      throw new XtablesError(`failed to execute ${save}: ${(dump.stderr || dump.stdout).trim() || `exit status ${dump.code}`}`, save, dump.code, dump.stderr);
     const verOut = await exec(save, ["--version"]).catch(() => ({ code: 1, stdout: "", stderr: "" }));
     let version = [0, 0, 0];
     let legacy = true;
@@ -212,6 +218,10 @@ export const spawnExec: Exec = async (cmd, args, opts = {}) => {
     stderr: "pipe",
   });
   const kill = () => proc.kill();
-  const [stdout, stderr, code] = await Promise.all([readCapped(proc.stdout, MAX_COMMAND_OUTPUT_BYTES, cmd, kill), readCapped(proc.stderr, MAX_COMMAND_OUTPUT_BYTES, cmd, kill), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    readCapped(proc.stdout, MAX_COMMAND_OUTPUT_BYTES, cmd, kill),
+    readCapped(proc.stderr, MAX_COMMAND_OUTPUT_BYTES, cmd, kill),
+    proc.exited,
+  ]);
   return { code, stdout, stderr };
 };

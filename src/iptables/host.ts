@@ -33,7 +33,8 @@ export function pickLocalIP(addrs: readonly string[], dualStack: boolean): { ip:
   for (const a of addrs) {
     let p = parseAddr(a);
     if (!p) continue;
-    if (p.family === 6 && p.bytes.slice(0, 10).every((x) => x === 0) && p.bytes[10] === 0xff && p.bytes[11] === 0xff) p = { family: 4, bytes: p.bytes.slice(12) };
+    if (p.family === 6 && p.bytes.slice(0, 10).every((x) => x === 0) && p.bytes[10] === 0xff && p.bytes[11] === 0xff)
+      p = { family: 4, bytes: p.bytes.slice(12) };
     if (isLoopback(p) || isLinkLocal(p)) continue;
     const found = { ip: a, ipv6: p.family === 6 };
     if (!dualStack) return found;

@@ -99,7 +99,7 @@ export function formatAddr(a: ParsedAddr): string {
   // Longest run of >= 2 zero groups, leftmost on ties.
   let bestStart = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

@@ -22,9 +22,29 @@ const base = (name: string, type: string, hook: string, priority: number): NftCh
 
 /** Each table's chains in the fixed order a transaction declares them (dstnat -100, mangle -150, raw -300). */
 export const NFT_CHAINS: Readonly<Record<string, readonly NftChainSpec[]>> = {
-  [NAT_TABLE]: [base("prerouting", "nat", "prerouting", -100), base("output", "nat", "output", -100), { name: "istio-inbound" }, { name: "istio-redirect" }, { name: "istio-in-redirect" }, { name: "istio-output" }, { name: "istio-output-dns" }],
-  [MANGLE_TABLE]: [base("prerouting", "filter", "prerouting", -150), base("output", "route", "output", -150), { name: "istio-divert" }, { name: "istio-tproxy" }, { name: "istio-inbound" }, { name: "istio-drop" }],
-  [RAW_TABLE]: [base("prerouting", "filter", "prerouting", -300), base("output", "filter", "output", -300), { name: "istio-inbound" }, { name: "istio-output-dns" }],
+  [NAT_TABLE]: [
+    base("prerouting", "nat", "prerouting", -100),
+    base("output", "nat", "output", -100),
+    { name: "istio-inbound" },
+    { name: "istio-redirect" },
+    { name: "istio-in-redirect" },
+    { name: "istio-output" },
+    { name: "istio-output-dns" },
+  ],
+  [MANGLE_TABLE]: [
+    base("prerouting", "filter", "prerouting", -150),
+    base("output", "route", "output", -150),
+    { name: "istio-divert" },
+    { name: "istio-tproxy" },
+    { name: "istio-inbound" },
+    { name: "istio-drop" },
+  ],
+  [RAW_TABLE]: [
+    base("prerouting", "filter", "prerouting", -300),
+    base("output", "filter", "output", -300),
+    { name: "istio-inbound" },
+    { name: "istio-output-dns" },
+  ],
 };
 
 export interface NftRule {
@@ -128,7 +148,12 @@ export function tableLines(table: string, rules: readonly NftRule[]): string[] {
   const specs = NFT_CHAINS[table] ?? [];
   const unknown = [...used].filter((c) => !specs.some((s) => s.name === c));
   if (unknown.length > 0) throw new Error(`nftables table ${table} has no chain ${unknown.join(", ")}`);
-  return [`add table ${NFT_FAMILY} ${table}`, `flush table ${NFT_FAMILY} ${table}`, ...specs.filter((s) => used.has(s.name)).map((s) => chainDecl(table, s)), ...ruleLines(table, rules)];
+  return [
+    `add table ${NFT_FAMILY} ${table}`,
+    `flush table ${NFT_FAMILY} ${table}`,
+    ...specs.filter((s) => used.has(s.name)).map((s) => chainDecl(table, s)),
+    ...ruleLines(table, rules),
+  ];
 }
 
 /** The whole transaction: our tables in fixed order, each line ending in `\n` ("" when there is nothing to do). */

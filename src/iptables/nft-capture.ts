@@ -50,7 +50,8 @@ export function nftProgram(cfg: CaptureConfig, log: Logger): string {
   try {
     new NftState().apply(program);
   } catch (e) {
-    if (e instanceof NftStateError) throw new CaptureError(`the generated nftables rules are inconsistent (${e.message}); check the DNS servers and IPv6 settings`);
+    if (e instanceof NftStateError)
+      throw new CaptureError(`the generated nftables rules are inconsistent (${e.message}); check the DNS servers and IPv6 settings`);
     throw e;
   }
   return program;
@@ -76,7 +77,8 @@ export async function runNftCapture(cfg: CaptureConfig, nft: NftRunner | undefin
 
   const version = parseNftVersion(await nft.run(["--version"]));
   if (!version) throw new CaptureError("could not read the version of nft (nft --version)");
-  if (compareVersion(version, MIN_NFT_VERSION) < 0) throw new CaptureError(`nft ${version.join(".")} is too old: native nftables needs nft ${MIN_NFT_VERSION.join(".")} or later`);
+  if (compareVersion(version, MIN_NFT_VERSION) < 0)
+    throw new CaptureError(`nft ${version.join(".")} is too old: native nftables needs nft ${MIN_NFT_VERSION.join(".")} or later`);
 
   const sweep = cfg.CLEANUP_ONLY ? "" : sweepLines(program);
   if (sweep) log.info(`Removing our nftables tables that this configuration leaves out:\n${sweep.trim()}`);

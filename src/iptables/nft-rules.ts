@@ -101,27 +101,57 @@ function inboundPorts(rb: NftRuleBuilder, cfg: CaptureConfig, tproxy: boolean, l
   if (!tproxy) {
     rb.append("prerouting", NAT, ["meta l4proto tcp", C, "jump", "istio-inbound"], TRACE.JumpInbound);
     if (wildcard) {
-      for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE)) rb.append("istio-inbound", NAT, ["meta l4proto tcp", "tcp dport", port, C, "return"], TRACE.ExcludeInboundPort);
+      for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE))
+        rb.append("istio-inbound", NAT, ["meta l4proto tcp", "tcp dport", port, C, "return"], TRACE.ExcludeInboundPort);
       rb.append("istio-inbound", NAT, ["meta l4proto tcp", C, "jump", "istio-in-redirect"]);
       return;
     }
-    for (const port of splitList(cfg.INBOUND_PORTS_INCLUDE)) rb.append("istio-inbound", NAT, ["meta l4proto tcp", "tcp dport", port, C, "jump", "istio-in-redirect"], TRACE.IncludeInboundPort);
+    for (const port of splitList(cfg.INBOUND_PORTS_INCLUDE))
+      rb.append("istio-inbound", NAT, ["meta l4proto tcp", "tcp dport", port, C, "jump", "istio-in-redirect"], TRACE.IncludeInboundPort);
     return;
   }
   const mark = cfg.INBOUND_TPROXY_MARK;
   rb.append("istio-divert", MANGLE, [C, "meta mark set", mark]);
   rb.append("istio-divert", MANGLE, [C, "accept"]);
-  rb.append("istio-tproxy", MANGLE, ["meta l4proto tcp", "ip daddr", "!=", lb4, "tproxy ip to", `:${cfg.INBOUND_CAPTURE_PORT}`, "meta mark set", mark, C, "accept"]);
-  rb.appendV6("istio-tproxy", MANGLE, ["meta l4proto tcp", "ip6 daddr", "!=", "::1/128", "tproxy ip6 to", `:${cfg.INBOUND_CAPTURE_PORT}`, "meta mark set", mark, C, "accept"]);
+  rb.append("istio-tproxy", MANGLE, [
+    "meta l4proto tcp",
+    "ip daddr",
+    "!=",
+    lb4,
+    "tproxy ip to",
+    `:${cfg.INBOUND_CAPTURE_PORT}`,
+    "meta mark set",
+    mark,
+    C,
+    "accept",
+  ]);
+  rb.appendV6("istio-tproxy", MANGLE, [
+    "meta l4proto tcp",
+    "ip6 daddr",
+    "!=",
+    "::1/128",
+    "tproxy ip6 to",
+    `:${cfg.INBOUND_CAPTURE_PORT}`,
+    "meta mark set",
+    mark,
+    C,
+    "accept",
+  ]);
   rb.append("prerouting", MANGLE, ["meta l4proto tcp", C, "jump", "istio-inbound"], TRACE.JumpInbound);
   if (wildcard) {
-    for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE)) rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", "tcp dport", port, C, "return"], TRACE.ExcludeInboundPort);
+    for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE))
+      rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", "tcp dport", port, C, "return"], TRACE.ExcludeInboundPort);
     rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", "ct state", "related,established", C, "jump", "istio-divert"]);
     rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", C, "jump", "istio-tproxy"]);
     return;
   }
   for (const port of splitList(cfg.INBOUND_PORTS_INCLUDE)) {
-    rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", "ct state", "related,established", "tcp dport", port, C, "jump", "istio-divert"], TRACE.IncludeInboundPort);
+    rb.append(
+      "istio-inbound",
+      MANGLE,
+      ["meta l4proto tcp", "ct state", "related,established", "tcp dport", port, C, "jump", "istio-divert"],
+      TRACE.IncludeInboundPort,
+    );
     rb.append("istio-inbound", MANGLE, ["meta l4proto tcp", "tcp dport", port, C, "jump", "istio-tproxy"], TRACE.IncludeInboundPort);
   }
 }

@@ -74,7 +74,8 @@ export class NftState {
         rest = rest.slice(2);
       }
       for (let i = 0; i < rest.length - 1; i++) {
-        if ((rest[i] === "jump" || rest[i] === "goto") && !t.chains.has(rest[i + 1]!)) throw new NftStateError(`jump to chain ${rest[i + 1]}, which does not exist in table ${family} ${tname}: ${line}`);
+        if ((rest[i] === "jump" || rest[i] === "goto") && !t.chains.has(rest[i + 1]!))
+          throw new NftStateError(`jump to chain ${rest[i + 1]}, which does not exist in table ${family} ${tname}: ${line}`);
       }
       const text = rest.join(" ");
       if (index === undefined) c.rules.push(text);

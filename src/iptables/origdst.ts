@@ -26,7 +26,9 @@ export class OriginalDstReader {
     this.ptr = ffi.ptr as (v: ArrayBufferView) => unknown;
     for (const name of LIBC_NAMES) {
       try {
-        const lib = ffi.dlopen(name, { getsockopt: { args: [ffi.FFIType.i32, ffi.FFIType.i32, ffi.FFIType.i32, ffi.FFIType.ptr, ffi.FFIType.ptr], returns: ffi.FFIType.i32 } });
+        const lib = ffi.dlopen(name, {
+          getsockopt: { args: [ffi.FFIType.i32, ffi.FFIType.i32, ffi.FFIType.i32, ffi.FFIType.ptr, ffi.FFIType.ptr], returns: ffi.FFIType.i32 },
+        });
         this.fn = lib.symbols.getsockopt as unknown as GetSockOpt;
         break;
       } catch {

@@ -29,7 +29,11 @@ export function planRoutes(cfg: CaptureConfig): RouteCommand[] {
     const families = cfg.ENABLE_INBOUND_IPV6 ? ["-4", "-6"] : ["-4"];
     const rulePattern = new RegExp(`fwmark 0x${mark.toString(16)}\\b.*lookup ${table}\\b`);
     for (const fam of families) {
-      out.push({ args: [fam, "rule", "add", "fwmark", String(mark), "lookup", table], ignoreExists: true, unlessListed: { list: [fam, "rule", "show"], match: rulePattern } });
+      out.push({
+        args: [fam, "rule", "add", "fwmark", String(mark), "lookup", table],
+        ignoreExists: true,
+        unlessListed: { list: [fam, "rule", "show"], match: rulePattern },
+      });
     }
     for (const fam of families) out.push({ args: [fam, "route", "add", "local", "default", "dev", "lo", "table", table], ignoreExists: true });
   }

@@ -45,7 +45,10 @@ export interface GeneratedRules {
  * family (a bad entry or a wildcard exclude is refused), and whether DNS is redirected at all
  * (not without CAPTURE_ALL_DNS or DNS servers, with Istio's warning).
  */
-export function outboundRanges(cfg: CaptureConfig, warnings: string[]): { exclude: ReturnType<typeof separateV4V6>; include: ReturnType<typeof separateV4V6>; redirectDNS: boolean } {
+export function outboundRanges(
+  cfg: CaptureConfig,
+  warnings: string[],
+): { exclude: ReturnType<typeof separateV4V6>; include: ReturnType<typeof separateV4V6>; redirectDNS: boolean } {
   const exclude = separateV4V6(cfg.OUTBOUND_IPRANGES_EXCLUDE);
   if (exclude.bad !== undefined) throw new CaptureConfigError(`--istio-service-exclude-cidr: invalid CIDR "${exclude.bad}"`);
   if (exclude.v4.wildcard) throw new CaptureConfigError("invalid value for OUTBOUND_IP_RANGES_EXCLUDE");
@@ -100,12 +103,31 @@ export function generateRules(cfg: CaptureConfig): GeneratedRules {
   rb.appendVersioned("127.0.0.6/32", "::6/128", "ISTIO_OUTPUT", "nat", ["-o", "lo", "-s", IP, "-j", "RETURN"]);
 
   const loopbackIncluded = include.v4.hasLoopback || include.v6.hasLoopback;
-  const owners: ["uid" | "gid", string][] = [...splitList(cfg.PROXY_UID).map((u) => ["uid", u] as ["uid", string]), ...splitList(cfg.PROXY_GID).map((g) => ["gid", g] as ["gid", string])];
+  const owners: ["uid" | "gid", string][] = [
+    ...splitList(cfg.PROXY_UID).map((u) => ["uid", u] as ["uid", string]),
+    ...splitList(cfg.PROXY_GID).map((g) => ["gid", g] as ["gid", string]),
+  ];
   for (const [kind, id] of owners) {
     const owner = kind === "uid" ? "--uid-owner" : "--gid-owner";
     // Only the UID rule skips DNS with multiport; Istio's GID rule always uses `! --dport <tunnel>`.
-    const ports = redirectDNS && kind === "uid" ? ["-m", "multiport", "!", "--dports", `53,${cfg.INBOUND_TUNNEL_PORT}`] : ["!", "--dport", cfg.INBOUND_TUNNEL_PORT];
-    rb.appendVersioned(lb4, "::1/128", "ISTIO_OUTPUT", "nat", ["-o", "lo", "!", "-d", IP, "-p", "tcp", ...ports, "-m", "owner", owner, id, "-j", "ISTIO_IN_REDIRECT"]);
+    const ports =
+      redirectDNS && kind === "uid" ? ["-m", "multiport", "!", "--dports", `53,${cfg.INBOUND_TUNNEL_PORT}`] : ["!", "--dport", cfg.INBOUND_TUNNEL_PORT];
+    rb.appendVersioned(lb4, "::1/128", "ISTIO_OUTPUT", "nat", [
+      "-o",
+      "lo",
+      "!",
+      "-d",
+      IP,
+      "-p",
+      "tcp",
+      ...ports,
+      "-m",
+      "owner",
+      owner,
+      id,
+      "-j",
+      "ISTIO_IN_REDIRECT",
+    ]);
     if (!loopbackIncluded) {
       if (redirectDNS) rb.append("ISTIO_OUTPUT", "nat", ["-o", "lo", "-p", "tcp", "!", "--dport", "53", "-m", "owner", "!", owner, id, "-j", "RETURN"]);
       else rb.append("ISTIO_OUTPUT", "nat", ["-o", "lo", "-m", "owner", "!", owner, id, "-j", "RETURN"]);
@@ -142,12 +164,25 @@ function inboundPorts(rb: RuleBuilder, cfg: CaptureConfig, tproxy: boolean, lb4:
   if (tproxy) {
     rb.append("ISTIO_DIVERT", "mangle", ["-j", "MARK", "--set-mark", cfg.INBOUND_TPROXY_MARK]);
     rb.append("ISTIO_DIVERT", "mangle", ["-j", "ACCEPT"]);
-    rb.appendVersioned(lb4, "::1/128", "ISTIO_TPROXY", "mangle", ["!", "-d", IP, "-p", "tcp", "-j", "TPROXY", "--tproxy-mark", `${cfg.INBOUND_TPROXY_MARK}/0xffffffff`, "--on-port", cfg.INBOUND_CAPTURE_PORT]);
+    rb.appendVersioned(lb4, "::1/128", "ISTIO_TPROXY", "mangle", [
+      "!",
+      "-d",
+      IP,
+      "-p",
+      "tcp",
+      "-j",
+      "TPROXY",
+      "--tproxy-mark",
+      `${cfg.INBOUND_TPROXY_MARK}/0xffffffff`,
+      "--on-port",
+      cfg.INBOUND_CAPTURE_PORT,
+    ]);
     table = "mangle";
   }
   rb.append("PREROUTING", table, ["-p", "tcp", "-j", "ISTIO_INBOUND"], TRACE.JumpInbound);
   if (cfg.INBOUND_PORTS_INCLUDE === "*") {
-    for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE)) rb.append("ISTIO_INBOUND", table, ["-p", "tcp", "--dport", port, "-j", "RETURN"], TRACE.ExcludeInboundPort);
+    for (const port of splitList(cfg.INBOUND_PORTS_EXCLUDE))
+      rb.append("ISTIO_INBOUND", table, ["-p", "tcp", "--dport", port, "-j", "RETURN"], TRACE.ExcludeInboundPort);
     if (tproxy) {
       rb.append("ISTIO_INBOUND", "mangle", ["-p", "tcp", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ISTIO_DIVERT"]);
       rb.append("ISTIO_INBOUND", "mangle", ["-p", "tcp", "-j", "ISTIO_TPROXY"]);
@@ -158,7 +193,12 @@ function inboundPorts(rb: RuleBuilder, cfg: CaptureConfig, tproxy: boolean, lb4:
   }
   for (const port of splitList(cfg.INBOUND_PORTS_INCLUDE)) {
     if (tproxy) {
-      rb.append("ISTIO_INBOUND", "mangle", ["-p", "tcp", "--dport", port, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ISTIO_DIVERT"], TRACE.IncludeInboundPort);
+      rb.append(
+        "ISTIO_INBOUND",
+        "mangle",
+        ["-p", "tcp", "--dport", port, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ISTIO_DIVERT"],
+        TRACE.IncludeInboundPort,
+      );
       rb.append("ISTIO_INBOUND", "mangle", ["-p", "tcp", "--dport", port, "-j", "ISTIO_TPROXY"], TRACE.IncludeInboundPort);
     } else {
       rb.append("ISTIO_INBOUND", "nat", ["-p", "tcp", "--dport", port, "-j", "ISTIO_IN_REDIRECT"], TRACE.IncludeInboundPort);
@@ -169,11 +209,13 @@ function inboundPorts(rb: RuleBuilder, cfg: CaptureConfig, tproxy: boolean, lb4:
 function outboundInclude(rb: RuleBuilder, cfg: CaptureConfig, f: "v4" | "v6", range: NetworkRange): void {
   if (range.wildcard) {
     rb.appendFamily(f, "ISTIO_OUTPUT", "nat", ["-j", "ISTIO_REDIRECT"]);
-    for (const nic of splitList(cfg.KUBE_VIRT_INTERFACES)) rb.insertFamily(f, "PREROUTING", "nat", 1, ["-i", nic, "-j", "ISTIO_REDIRECT"], TRACE.KubevirtCommand);
+    for (const nic of splitList(cfg.KUBE_VIRT_INTERFACES))
+      rb.insertFamily(f, "PREROUTING", "nat", 1, ["-i", nic, "-j", "ISTIO_REDIRECT"], TRACE.KubevirtCommand);
     return;
   }
   for (const cidr of range.cidrs) {
-    for (const nic of splitList(cfg.KUBE_VIRT_INTERFACES)) rb.insertFamily(f, "PREROUTING", "nat", 1, ["-i", nic, "-d", cidr, "-j", "ISTIO_REDIRECT"], TRACE.KubevirtCommand);
+    for (const nic of splitList(cfg.KUBE_VIRT_INTERFACES))
+      rb.insertFamily(f, "PREROUTING", "nat", 1, ["-i", nic, "-d", cidr, "-j", "ISTIO_REDIRECT"], TRACE.KubevirtCommand);
     rb.appendFamily(f, "ISTIO_OUTPUT", "nat", ["-d", cidr, "-j", "ISTIO_REDIRECT"]);
   }
 }
@@ -193,8 +235,10 @@ function dnsRedirect(rb: RuleBuilder, cfg: CaptureConfig): void {
       rb.append("ISTIO_OUTPUT_DNS", "nat", ["-p", proto, "--dport", "53", "-j", "REDIRECT", toPorts, DNS_LISTENER_PORT]);
       continue;
     }
-    for (const s of v4) rb.appendFamily("v4", "ISTIO_OUTPUT_DNS", "nat", ["-p", proto, "--dport", "53", "-d", `${s}/32`, "-j", "REDIRECT", toPorts, DNS_LISTENER_PORT]);
-    for (const s of v6) rb.appendFamily("v6", "ISTIO_OUTPUT_DNS", "nat", ["-p", proto, "--dport", "53", "-d", `${s}/128`, "-j", "REDIRECT", toPorts, DNS_LISTENER_PORT]);
+    for (const s of v4)
+      rb.appendFamily("v4", "ISTIO_OUTPUT_DNS", "nat", ["-p", proto, "--dport", "53", "-d", `${s}/32`, "-j", "REDIRECT", toPorts, DNS_LISTENER_PORT]);
+    for (const s of v6)
+      rb.appendFamily("v6", "ISTIO_OUTPUT_DNS", "nat", ["-p", proto, "--dport", "53", "-d", `${s}/128`, "-j", "REDIRECT", toPorts, DNS_LISTENER_PORT]);
   }
   // Conntrack zones: agent <-> upstream resolvers in zone 1, application <-> agent in zone 2.
   for (const [owner, ids] of [
@@ -232,7 +276,24 @@ function tproxyExtras(rb: RuleBuilder, cfg: CaptureConfig, lb4: string): void {
     ["--uid-owner", splitList(cfg.PROXY_UID)],
     ["--gid-owner", splitList(cfg.PROXY_GID)],
   ] as const) {
-    for (const id of ids) rb.appendVersioned(lb4, "::1/128", "OUTPUT", "mangle", ["!", "-d", IP, "-p", "tcp", "-o", "lo", "-m", "owner", owner, id, "-j", "MARK", "--set-mark", OUTBOUND_MARK]);
+    for (const id of ids)
+      rb.appendVersioned(lb4, "::1/128", "OUTPUT", "mangle", [
+        "!",
+        "-d",
+        IP,
+        "-p",
+        "tcp",
+        "-o",
+        "lo",
+        "-m",
+        "owner",
+        owner,
+        id,
+        "-j",
+        "MARK",
+        "--set-mark",
+        OUTBOUND_MARK,
+      ]);
   }
   rb.append("OUTPUT", "mangle", ["-p", "tcp", "-m", "connmark", "--mark", mark, "-j", "CONNMARK", "--restore-mark"]);
   rb.insert("ISTIO_INBOUND", "mangle", 1, ["-p", "tcp", "-m", "mark", "--mark", mark, "-j", "RETURN"]);

@@ -24,7 +24,8 @@ export function structuralDelta(current: TableState, expected: TableState): stri
     if (!cur) return `table ${table} missing`;
     for (const [chain, rules] of Object.entries(chains)) {
       const have = cur[chain];
-      if (!have || (chain.startsWith("ISTIO_") && have.length !== rules.length)) return `chain ${chain} (table ${table}) missing or with a different number of rules`;
+      if (!have || (chain.startsWith("ISTIO_") && have.length !== rules.length))
+        return `chain ${chain} (table ${table}) missing or with a different number of rules`;
     }
   }
   for (const [table, chains] of Object.entries(current)) {
@@ -89,6 +90,10 @@ export async function verifyState(xt: Xtables, rb: RuleBuilder, v4: IptablesVers
     log.info("Clean-state detected, new iptables are needed");
     return { residue: false, delta: true };
   }
-  log.info(delta ? "Found residues of old iptables rules/chains, reconciliation is recommended" : "Found compatible residues of old iptables rules/chains, reconciliation not needed");
+  log.info(
+    delta
+      ? "Found residues of old iptables rules/chains, reconciliation is recommended"
+      : "Found compatible residues of old iptables rules/chains, reconciliation not needed",
+  );
   return { residue, delta };
 }

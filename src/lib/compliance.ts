@@ -17,7 +17,12 @@ export interface ComplianceTls {
 }
 
 /** Istio's fipsGoCiphers, in OpenSSL names. */
-export const FIPS_TLS12_CIPHERS = ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384"];
+export const FIPS_TLS12_CIPHERS = [
+  "ECDHE-ECDSA-AES128-GCM-SHA256",
+  "ECDHE-RSA-AES128-GCM-SHA256",
+  "ECDHE-ECDSA-AES256-GCM-SHA384",
+  "ECDHE-RSA-AES256-GCM-SHA384",
+];
 
 export const COMPLIANCE_POLICIES = ["fips-140-2", "fips-140-3", "pqc"] as const;
 

@@ -141,9 +141,19 @@ function convert(spec: FlagSpec, raw: string, display: string, prev: string[]): 
 /** Go's strconv.ParseBool. */
 export function parseGoBool(raw: string): boolean | undefined {
   switch (raw) {
-    case "1": case "t": case "T": case "true": case "TRUE": case "True":
+    case "1":
+    case "t":
+    case "T":
+    case "true":
+    case "TRUE":
+    case "True":
       return true;
-    case "0": case "f": case "F": case "false": case "FALSE": case "False":
+    case "0":
+    case "f":
+    case "F":
+    case "false":
+    case "FALSE":
+    case "False":
       return false;
   }
   return undefined;
@@ -169,7 +179,8 @@ export function formatFlagHelp(specs: readonly FlagSpec[]): string {
   const rows: [string, string][] = [];
   for (const s of specs) {
     if (s.hidden) continue;
-    const typeName = s.type === "bool" ? "" : s.type === "stringArray" ? " stringArray" : s.type === "int" ? " int" : s.type === "duration" ? " duration" : " string";
+    const typeName =
+      s.type === "bool" ? "" : s.type === "stringArray" ? " stringArray" : s.type === "int" ? " int" : s.type === "duration" ? " duration" : " string";
     const left = `${s.short ? `-${s.short}, ` : "    "}--${s.name}${typeName}`;
     let usage = s.usage;
     const d = defaultText(s);

@@ -94,7 +94,12 @@ export class LogSink {
     this.defaultLevel = all ?? levels.get("default") ?? "info";
     this.levels = levels;
     this.json = opts.json ?? false;
-    this.callers = new Set((opts.callerScopes ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+    this.callers = new Set(
+      (opts.callerScopes ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
     this.write = opts.write ?? ((line) => process.stdout.write(line + "\n"));
     this.now = opts.now ?? (() => new Date());
   }

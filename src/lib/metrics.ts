@@ -50,7 +50,13 @@ export function gauge<L extends string = string>(reg: Registry, name: string, he
   return new Gauge<L>({ name, help, labelNames: labelNames as L[], registers: [reg] });
 }
 
-export function histogram<L extends string = string>(reg: Registry, name: string, help: string, buckets: number[], labelNames: readonly L[] = []): Histogram<L> {
+export function histogram<L extends string = string>(
+  reg: Registry,
+  name: string,
+  help: string,
+  buckets: number[],
+  labelNames: readonly L[] = [],
+): Histogram<L> {
   const existing = reg.getSingleMetric(name);
   if (existing) return existing as Histogram<L>;
   return new Histogram<L>({ name, help, buckets, labelNames: labelNames as L[], registers: [reg] });

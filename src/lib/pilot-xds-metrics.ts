@@ -21,7 +21,12 @@ export function pilotXdsMetrics(reg: Registry): PilotXdsMetrics {
   return {
     expiredNonce: counter(reg, "istio_agent_pilot_xds_expired_nonce", "Total number of XDS requests with an expired nonce.", ["type"]),
     totalRejects: counter(reg, "istio_agent_pilot_total_xds_rejects", "Total number of XDS responses from pilot rejected by proxy.", ["type"]),
-    sendTime: histogram(reg, "istio_agent_pilot_xds_send_time", "Total time in seconds Pilot takes to send generated configuration.", [0.01, 0.1, 1, 3, 5, 10, 20, 30]),
+    sendTime: histogram(
+      reg,
+      "istio_agent_pilot_xds_send_time",
+      "Total time in seconds Pilot takes to send generated configuration.",
+      [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+    ),
     recvMax: {
       record(bytes) {
         if (bytes <= largest) return;

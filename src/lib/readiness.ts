@@ -91,7 +91,10 @@ export class Readiness {
     if (!s) return;
     this.pending.delete(name);
     const left = this.blockers().length;
-    this.log?.info(`${s.gates ? "" : "warning "}"${name}" cleared after ${formatSeconds(this.now() - s.since)}, ${left} ${left === 1 ? "blocker" : "blockers"} still pending`, { condition: name, pending: left });
+    this.log?.info(
+      `${s.gates ? "" : "warning "}"${name}" cleared after ${formatSeconds(this.now() - s.since)}, ${left} ${left === 1 ? "blocker" : "blockers"} still pending`,
+      { condition: name, pending: left },
+    );
   }
 
   isReady(): boolean {

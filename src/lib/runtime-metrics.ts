@@ -30,8 +30,29 @@ export async function addRuntimeMetrics(reg: Registry, runtimeVersion: string): 
       this.set(stats.heapSize);
     },
   });
-  new Gauge({ name: `${BUN_PREFIX}heap_capacity_bytes`, help: "Bytes the JavaScript heap has reserved (JavaScriptCore heapCapacity).", registers, collect() { this.set(stats.heapCapacity); } });
-  new Gauge({ name: `${BUN_PREFIX}extra_memory_bytes`, help: "Bytes held outside the JavaScript heap on its behalf, e.g. buffers (JavaScriptCore extraMemorySize).", registers, collect() { this.set(stats.extraMemorySize); } });
-  new Gauge({ name: `${BUN_PREFIX}heap_objects`, help: "Number of live objects in the JavaScript heap.", registers, collect() { this.set(stats.objectCount); } });
+  new Gauge({
+    name: `${BUN_PREFIX}heap_capacity_bytes`,
+    help: "Bytes the JavaScript heap has reserved (JavaScriptCore heapCapacity).",
+    registers,
+    collect() {
+      this.set(stats.heapCapacity);
+    },
+  });
+  new Gauge({
+    name: `${BUN_PREFIX}extra_memory_bytes`,
+    help: "Bytes held outside the JavaScript heap on its behalf, e.g. buffers (JavaScriptCore extraMemorySize).",
+    registers,
+    collect() {
+      this.set(stats.extraMemorySize);
+    },
+  });
+  new Gauge({
+    name: `${BUN_PREFIX}heap_objects`,
+    help: "Number of live objects in the JavaScript heap.",
+    registers,
+    collect() {
+      this.set(stats.objectCount);
+    },
+  });
   new Gauge({ name: `${BUN_PREFIX}info`, help: "The Bun runtime the agent runs on.", labelNames: ["version"], registers }).set({ version: runtimeVersion }, 1);
 }

@@ -36,7 +36,7 @@ export function goUnquote(literal: string): string {
     for (const b of enc.encode(s)) bytes.push(b);
   };
   let runes = 0;
-  for (let i = 0; i < body.length; ) {
+  for (let i = 0; i < body.length;) {
     const c = body[i]!;
     if (c === q) throw new QuoteError(`invalid syntax: unescaped quote in ${literal}`);
     if (c !== "\\") {

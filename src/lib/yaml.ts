@@ -55,7 +55,8 @@ function keyCount(v: unknown): number {
 // means something at the start of a scalar, not ending in ':', and not resolvable as another type
 // (YAML 1.2 core or 1.1 numbers, booleans, null).
 const SAFE_STRING = /^(?:\.{1,2}\/|[A-Za-z0-9_/])[A-Za-z0-9_./:@%+=-]*$/;
-const NOT_STRING = /^(?:[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL)$/;
+const NOT_STRING =
+  /^(?:[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL)$/;
 const SAFE_KEY = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 function scalar(v: unknown): string | undefined {

@@ -33,19 +33,32 @@ export function adsCodec(root: protobuf.Root): AdsCodec {
   const DReq = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryRequest");
   const DRes = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryResponse");
   const Node = root.lookupType("envoy.config.core.v3.Node");
-  const plain = (t: protobuf.Type, b: Uint8Array): Plain => t.toObject(t.decode(checkedInput(b)), { defaults: true, arrays: true, objects: true, longs: Number });
+  const plain = (t: protobuf.Type, b: Uint8Array): Plain =>
+    t.toObject(t.decode(checkedInput(b)), { defaults: true, arrays: true, objects: true, longs: Number });
   // The discovery schema (shared with the relay) keeps `node` as opaque bytes; local mode reads its id.
-  const nodeId = (node: Uint8Array | undefined): string => (node && node.length ? String((Node.decode(checkedInput(node)) as unknown as { id?: string }).id ?? "") : "");
+  const nodeId = (node: Uint8Array | undefined): string =>
+    node && node.length ? String((Node.decode(checkedInput(node)) as unknown as { id?: string }).id ?? "") : "";
   return {
     decodeRequest(b) {
       const o = plain(Req, b);
-      const r: DecodedSotw = { nodeId: nodeId(o.node), typeUrl: o.type_url, versionInfo: o.version_info, resourceNames: o.resource_names, responseNonce: o.response_nonce };
+      const r: DecodedSotw = {
+        nodeId: nodeId(o.node),
+        typeUrl: o.type_url,
+        versionInfo: o.version_info,
+        resourceNames: o.resource_names,
+        responseNonce: o.response_nonce,
+      };
       const e = errorDetail(o);
       if (e) r.errorDetail = e;
       return r;
     },
     encodeResponse(r) {
-      const msg = { version_info: r.versionInfo, type_url: r.typeUrl, nonce: r.nonce, resources: r.resources.map((x) => ({ type_url: r.typeUrl, value: x.body })) };
+      const msg = {
+        version_info: r.versionInfo,
+        type_url: r.typeUrl,
+        nonce: r.nonce,
+        resources: r.resources.map((x) => ({ type_url: r.typeUrl, value: x.body })),
+      };
       return Buffer.from(Res.encode(msg).finish());
     },
     decodeDeltaRequest(b) {

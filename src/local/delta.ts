@@ -27,9 +27,7 @@ export interface DeltaResponse {
   removed: string[];
 }
 
-export type DeltaEvent =
-  | { kind: "ack"; typeUrl: string; nonce: string }
-  | { kind: "nack"; typeUrl: string; nonce: string; message: string };
+export type DeltaEvent = { kind: "ack"; typeUrl: string; nonce: string } | { kind: "nack"; typeUrl: string; nonce: string; message: string };
 
 /** Marks a name the client was told does not exist. */
 const ABSENT = "";

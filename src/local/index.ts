@@ -25,9 +25,20 @@ export function createLocalXdsServer(opts: LocalXdsServerOptions): LocalXdsServe
  * `unix://<root>/<configPath>/local-xds.sock` (or `deps.listen`, e.g. `127.0.0.1:0`); the relay
  * dials `address()` in plaintext (controlPlaneAuthPolicy NONE) instead of discoveryAddress.
  */
-export function createLocalXds(cfg: AgentConfig, deps: { log: Logger; registry?: Registry; readiness?: Readiness; listen?: string; initAfter?: Promise<unknown> }): LocalXdsServer | undefined {
+export function createLocalXds(
+  cfg: AgentConfig,
+  deps: { log: Logger; registry?: Registry; readiness?: Readiness; listen?: string; initAfter?: Promise<unknown> },
+): LocalXdsServer | undefined {
   const path = cfg.env.LOCAL_XDS_PATH;
   if (!path) return undefined;
   const socket = resolve(cfg.root, cfg.proxyConfig.configPath ?? "./etc/istio/proxy", LOCAL_XDS_SOCKET);
-  return new LocalXdsServer({ path, listen: deps.listen ?? `unix://${socket}`, log: deps.log, registry: deps.registry, readiness: deps.readiness, cwd: cfg.root, ...(deps.initAfter ? { initAfter: deps.initAfter } : {}) });
+  return new LocalXdsServer({
+    path,
+    listen: deps.listen ?? `unix://${socket}`,
+    log: deps.log,
+    registry: deps.registry,
+    readiness: deps.readiness,
+    cwd: cfg.root,
+    ...(deps.initAfter ? { initAfter: deps.initAfter } : {}),
+  });
 }

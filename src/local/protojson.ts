@@ -20,7 +20,11 @@ export class ProtoJsonError extends Error {
 }
 
 const TYPE_PREFIX = "type.googleapis.com/";
-const WRAPPERS = new Set(["DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value", "BoolValue", "StringValue", "BytesValue"].map((n) => `google.protobuf.${n}`));
+const WRAPPERS = new Set(
+  ["DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value", "BoolValue", "StringValue", "BytesValue"].map(
+    (n) => `google.protobuf.${n}`,
+  ),
+);
 
 type Obj = Record<string, unknown>;
 
@@ -160,7 +164,8 @@ export class ProtoJson {
     }
     if (name === "google.protobuf.Value") return structValue(json);
     if (name === "google.protobuf.Empty") {
-      if (json === null || typeof json !== "object" || Array.isArray(json) || Object.keys(json as Obj).length) throw new ProtoJsonError(at, "want {} (google.protobuf.Empty)");
+      if (json === null || typeof json !== "object" || Array.isArray(json) || Object.keys(json as Obj).length)
+        throw new ProtoJsonError(at, "want {} (google.protobuf.Empty)");
       return {};
     }
     throw new ProtoJsonError(at, `${name} is not supported in local mode files`);

@@ -18,7 +18,6 @@ import tls from "../../proto/local-tls.proto" with { type: "text" };
 import discovery from "../../proto/discovery.proto" with { type: "text" };
 import rpcStatus from "../../proto/xds-rpc-status.proto" with { type: "text" };
 
-
 /** Parse every local-mode .proto text into a fresh Root (keepCase: Envoy's snake_case names). */
 export function parseLocalSchemaTexts(): protobuf.Root {
   const root = new protobuf.Root();

@@ -175,7 +175,8 @@ export class LocalXdsServer implements Component {
     }
     const target = this.socketPath ? `unix://${this.socketPath}` : this.opts.listen;
     const hp = this.socketPath ? undefined : hostPort(this.opts.listen);
-    const cannot = (why: string, cause?: unknown) => new LocalXdsError(`local xDS: cannot listen on ${this.opts.listen}: ${why}`, this.opts.path, undefined, cause ? { cause } : undefined);
+    const cannot = (why: string, cause?: unknown) =>
+      new LocalXdsError(`local xDS: cannot listen on ${this.opts.listen}: ${why}`, this.opts.path, undefined, cause ? { cause } : undefined);
     if (!this.socketPath && !hp) throw cannot("not unix:<path> or <host>:<port>");
     const net = createServer((sock) => this.accept(sock));
     await new Promise<void>((res, rej) => {
@@ -297,7 +298,10 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
+        this.log.debug(
+          `local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`,
+          ids({ type_url: r.typeUrl, stream: id }),
+        );
       }
     };
     this.attach(call, id, "SotW", {
@@ -322,7 +326,10 @@ export class LocalXdsServer implements Component {
       for (const r of responses) {
         call.write(this.codec!.encodeDeltaResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
-        this.log.debug(`local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`, ids({ type_url: r.typeUrl, stream: id }));
+        this.log.debug(
+          `local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`,
+          ids({ type_url: r.typeUrl, stream: id }),
+        );
       }
     };
     this.attach(call, id, "Delta", {

@@ -34,9 +34,7 @@ export interface XdsFileSourceOptions {
   onRejected?: (error: LocalXdsError) => void;
 }
 
-export type ReloadResult =
-  | { ok: true; snapshot: Snapshot; changes: TypeChange[] }
-  | { ok: false; error: LocalXdsError };
+export type ReloadResult = { ok: true; snapshot: Snapshot; changes: TypeChange[] } | { ok: false; error: LocalXdsError };
 
 export class XdsFileSource {
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
@@ -71,7 +69,9 @@ export class XdsFileSource {
     try {
       text = await readBoundedText(path, { maxBytes: FILE_LIMITS.localXds });
     } catch (e) {
-      const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, displayPath, undefined, { cause: e });
+      const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, displayPath, undefined, {
+        cause: e,
+      });
       if (this.lastRejected && this.lastRejected.text === undefined && this.lastRejected.error.message === error.message) return { ok: false, error };
       this.lastRejected = { error };
       return this.rejected(error);
@@ -130,7 +130,9 @@ export class XdsFileSource {
       watcher = watch(dirname(path), (_event, filename) => {
         if (!filename || filename === base || String(filename).startsWith("..")) schedule();
       });
-      watcher.on("error", (e) => log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`, ids({ path: this.opts.displayPath })));
+      watcher.on("error", (e) =>
+        log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`, ids({ path: this.opts.displayPath })),
+      );
     } catch (e) {
       log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${errorMessage(e)}; polling only`, ids({ path: this.opts.displayPath }));
     }

@@ -23,8 +23,17 @@ export interface LocalSide {
   component: Component;
 }
 
-export function createLocalSide(cfg: AgentConfig, deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown> }): LocalSide | undefined {
-  const server = createLocalXds(cfg, { log: deps.log, registry: deps.registry, readiness: deps.readiness, listen: "127.0.0.1:0", ...(deps.afterStart ? { initAfter: deps.afterStart } : {}) });
+export function createLocalSide(
+  cfg: AgentConfig,
+  deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown> },
+): LocalSide | undefined {
+  const server = createLocalXds(cfg, {
+    log: deps.log,
+    registry: deps.registry,
+    readiness: deps.readiness,
+    listen: "127.0.0.1:0",
+    ...(deps.afterStart ? { initAfter: deps.afterStart } : {}),
+  });
   if (!server) return undefined;
   const upstream = new LocalUpstream(cfg, server);
   return { upstream, describe: upstream.describe, component: server };

@@ -18,7 +18,12 @@ function base(s: PlatformSettings, deps: PlatformDeps): string {
 /** IMDSv2 session token, or "" (then requests go without it: IMDSv1). */
 async function sessionToken(s: PlatformSettings, deps: PlatformDeps): Promise<string> {
   try {
-    const res = await deps.http({ method: "PUT", url: `${base(s, deps)}/latest/api/token`, headers: { "X-aws-ec2-metadata-token-ttl-seconds": "60" }, timeoutMs: AWS_REQUEST_TIMEOUT_MS });
+    const res = await deps.http({
+      method: "PUT",
+      url: `${base(s, deps)}/latest/api/token`,
+      headers: { "X-aws-ec2-metadata-token-ttl-seconds": "60" },
+      timeoutMs: AWS_REQUEST_TIMEOUT_MS,
+    });
     if (res.status !== 200) throw new Error(`status ${res.status}`);
     return res.body;
   } catch (e) {

@@ -70,5 +70,10 @@ export async function azurePlatform(deps: PlatformDeps): Promise<PlatformInfo> {
   const version = newestApiVersion(await request(deps, ""));
   const doc = await request(deps, `api-version=${version}`);
   const compute = typeof doc.compute === "object" && doc.compute !== null ? (doc.compute as Record<string, unknown>) : {};
-  return { metadata: azureMetadata(compute), locality: { region: str(compute.location), zone: str(compute.zone), subZone: "" }, labels: {}, isKubernetes: true };
+  return {
+    metadata: azureMetadata(compute),
+    locality: { region: str(compute.location), zone: str(compute.zone), subZone: "" },
+    labels: {},
+    isKubernetes: true,
+  };
 }

@@ -24,7 +24,12 @@ export interface GceInstanceRef {
 }
 
 /** The labels, or {} after a warning; never longer than GCE_LABELS_TIMEOUT_MS. */
-export async function gceInstanceLabels(ref: GceInstanceRef, client: GceMetadataClient, deps: PlatformDeps, timeoutMs = GCE_LABELS_TIMEOUT_MS): Promise<Record<string, string>> {
+export async function gceInstanceLabels(
+  ref: GceInstanceRef,
+  client: GceMetadataClient,
+  deps: PlatformDeps,
+  timeoutMs = GCE_LABELS_TIMEOUT_MS,
+): Promise<Record<string, string>> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<Record<string, string>>((resolve) => {
     timer = setTimeout(() => {
@@ -57,7 +62,8 @@ async function lookup(ref: GceInstanceRef, client: GceMetadataClient, deps: Plat
     if (res.status !== 200) throw new Error(`status ${res.status}`);
     const labels = (JSON.parse(res.body) as { labels?: unknown })?.labels;
     if (labels === undefined || labels === null) return {};
-    if (typeof labels !== "object" || Array.isArray(labels) || !Object.values(labels).every((v) => typeof v === "string")) throw new Error("labels is not a map of strings");
+    if (typeof labels !== "object" || Array.isArray(labels) || !Object.values(labels).every((v) => typeof v === "string"))
+      throw new Error("labels is not a map of strings");
     return { ...(labels as Record<string, string>) };
   } catch (e) {
     deps.log.warn(`unable to retrieve instance labels: ${errorMessage(e)}`);

@@ -79,7 +79,13 @@ export async function gcpPlatform(s: PlatformSettings, deps: PlatformDeps, clien
   const isKubernetes = s.kubernetesServiceHostSet || (metadata?.[GCP_KEYS.cluster] ?? "") !== "";
   const md = metadata ?? {};
   // Off Kubernetes, Istio adds the instance's Compute API labels to STATIC_LABELS.
-  const labels = isKubernetes ? {} : await gceInstanceLabels({ project: md[GCP_KEYS.project] ?? "", location: md[GCP_KEYS.location] ?? "", instance: md[GCP_KEYS.instance] ?? "" }, client, deps);
+  const labels = isKubernetes
+    ? {}
+    : await gceInstanceLabels(
+        { project: md[GCP_KEYS.project] ?? "", location: md[GCP_KEYS.location] ?? "", instance: md[GCP_KEYS.instance] ?? "" },
+        client,
+        deps,
+      );
   return { metadata: md, locality, labels, isKubernetes };
 }
 

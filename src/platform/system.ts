@@ -42,7 +42,12 @@ export function systemPlatformDeps(log: Logger): PlatformDeps {
   return {
     http: fetchMetadata,
     readSystemFile: (path) => readSmallFile(path),
-    lookupHost: (name, ms) => withTimeout(lookup(name, { all: true }).then((a) => a.map((x) => x.address)), ms, `lookup ${name}`),
+    lookupHost: (name, ms) =>
+      withTimeout(
+        lookup(name, { all: true }).then((a) => a.map((x) => x.address)),
+        ms,
+        `lookup ${name}`,
+      ),
     canDial: (host, port, ms) =>
       new Promise((resolve) => {
         const sock = connect({ host, port });

@@ -76,7 +76,14 @@ export class SecretCache {
     private readonly deps: SecretCacheDeps,
   ) {
     this.random = deps.random ?? Math.random;
-    this.files = new FileSecrets({ log: deps.log, metrics: deps.metrics, clock: deps.clock, debounceMs: opts.debounceMs, ...(opts.fileRetryMs !== undefined ? { retryTotalMs: opts.fileRetryMs } : {}), onUpdate: (n) => this.fileChanged(n) });
+    this.files = new FileSecrets({
+      log: deps.log,
+      metrics: deps.metrics,
+      clock: deps.clock,
+      debounceMs: opts.debounceMs,
+      ...(opts.fileRetryMs !== undefined ? { retryTotalMs: opts.fileRetryMs } : {}),
+      onUpdate: (n) => this.fileChanged(n),
+    });
   }
 
   onUpdate(fn: SecretListener): () => void {
@@ -102,7 +109,8 @@ export class SecretCache {
         return this.files.root(name, ref.caPath, signal);
       case "system-root": {
         const path = (this.opts.systemRootPaths ?? SYSTEM_ROOT_PATHS).find((p) => existsSync(p));
-        if (!path) throw new SdsError(`file-root:system: no OS trust bundle found (looked at ${(this.opts.systemRootPaths ?? SYSTEM_ROOT_PATHS).join(", ")})`, name);
+        if (!path)
+          throw new SdsError(`file-root:system: no OS trust bundle found (looked at ${(this.opts.systemRootPaths ?? SYSTEM_ROOT_PATHS).join(", ")})`, name);
         return this.files.root(name, path, signal);
       }
     }
@@ -165,7 +173,11 @@ export class SecretCache {
       base = pemBlocks(item.rootCert ?? "", "CERTIFICATE");
     } else {
       if (this.caRoot === undefined) {
-        if (!this.opts.signer) throw new SdsError(`ROOTCA: no CA configured and no root certificate file${this.opts.workloadFiles ? ` at ${this.opts.workloadFiles.rootCertPath}` : ""}`, ROOT_CA);
+        if (!this.opts.signer)
+          throw new SdsError(
+            `ROOTCA: no CA configured and no root certificate file${this.opts.workloadFiles ? ` at ${this.opts.workloadFiles.rootCertPath}` : ""}`,
+            ROOT_CA,
+          );
         await this.workloadCert();
       }
       base = [this.caRoot!];
@@ -234,17 +246,30 @@ export class SecretCache {
       m.outgoingLatency.inc(labels, performance.now() - t0);
     }
     const leaf = certInfo(chain[0]!, `certificate from ${signer.name} CA`);
-    if (!keyMatchesCert(keyPem, chain[0]!)) throw new SdsError(`default: the ${signer.name} CA returned a certificate that does not match our key`, WORKLOAD_KEY_CERT);
+    if (!keyMatchesCert(keyPem, chain[0]!))
+      throw new SdsError(`default: the ${signer.name} CA returned a certificate that does not match our key`, WORKLOAD_KEY_CERT);
     const now = this.deps.clock.now();
     const certificateChain = joinPem(chain);
     const root = chain[chain.length - 1]!;
-    const item: SecretItem = { resourceName: WORKLOAD_KEY_CERT, certificateChain, privateKey: keyPem, rootCert: root, createdMs: now, expireMs: leaf.notAfter, version: contentVersion(certificateChain, keyPem) };
+    const item: SecretItem = {
+      resourceName: WORKLOAD_KEY_CERT,
+      certificateChain,
+      privateKey: keyPem,
+      rootCert: root,
+      createdMs: now,
+      expireMs: leaf.notAfter,
+      version: contentVersion(certificateChain, keyPem),
+    };
     const replaced = this.workload !== undefined;
     const rootChanged = this.caRoot !== undefined && this.caRoot !== root;
     this.workload = item;
     this.caRoot = root;
     m.setExpiry(WORKLOAD_KEY_CERT, leaf.notAfter);
-    this.deps.log.info(`workload certificate issued by ${signer.name} CA`, { resource: WORKLOAD_KEY_CERT, expires: new Date(leaf.notAfter).toISOString(), spiffe: this.opts.spiffeId });
+    this.deps.log.info(`workload certificate issued by ${signer.name} CA`, {
+      resource: WORKLOAD_KEY_CERT,
+      expires: new Date(leaf.notAfter).toISOString(),
+      spiffe: this.opts.spiffeId,
+    });
     this.scheduleRotation(item);
     if (replaced) this.emit(WORKLOAD_KEY_CERT);
     if (rootChanged) {

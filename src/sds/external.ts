@@ -41,7 +41,8 @@ export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> 
 }
 
 export async function detectSdsMode(root: string, socketFile: string, timeoutMs = 1000): Promise<SdsMode> {
-  if (socketFile === "" || socketFile === "." || socketFile === "..") throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE: "${socketFile}" must be a file name, not a path`);
+  if (socketFile === "" || socketFile === "." || socketFile === "..")
+    throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE: "${socketFile}" must be a file name, not a path`);
   if (socketFile.includes("/")) throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE: "${socketFile}" must be a file name, not a path`);
   const socketPath = join(root, WORKLOAD_SDS_DIR, socketFile);
   const filesSocket = join(root, FILES_SOCKET_PATH);
@@ -56,7 +57,9 @@ export async function detectSdsMode(root: string, socketFile: string, timeoutMs 
     return { kind: "workload", socketPath };
   }
   if (socketFile !== DEFAULT_SOCKET_FILE) {
-    throw new SdsError(`WORKLOAD_IDENTITY_SOCKET_FILE=${socketFile}: no SDS server socket at ${socketPath} (a custom socket name needs an external SDS server)`);
+    throw new SdsError(
+      `WORKLOAD_IDENTITY_SOCKET_FILE=${socketFile}: no SDS server socket at ${socketPath} (a custom socket name needs an external SDS server)`,
+    );
   }
   return { kind: "workload", socketPath };
 }

@@ -66,11 +66,16 @@ export class FileSecrets {
 
   /** A root bundle resource; invalid certificates in the file are skipped with a warning. */
   root(name: string, caPath: string, signal?: AbortSignal): Promise<SecretItem> {
-    return this.get(name, [caPath], async (s) => {
-      const { item, invalid } = await readRootBundle(name, caPath, s);
-      if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`, ids({ resource: name, path: caPath }));
-      return item;
-    }, signal);
+    return this.get(
+      name,
+      [caPath],
+      async (s) => {
+        const { item, invalid } = await readRootBundle(name, caPath, s);
+        if (invalid > 0) this.deps.log.warn(`${name}: skipped ${invalid} invalid certificate(s) in ${caPath}`, ids({ resource: name, path: caPath }));
+        return item;
+      },
+      signal,
+    );
   }
 
   /** The cached item, if read already. */
@@ -107,7 +112,13 @@ export class FileSecrets {
 
   private startRead(name: string, entry: Entry): Inflight {
     const controller = new AbortController();
-    const promise = withFileRetry(() => entry.read(controller.signal), this.deps.clock, this.deps.debounceMs, this.deps.retryTotalMs ?? 10_000, controller.signal)
+    const promise = withFileRetry(
+      () => entry.read(controller.signal),
+      this.deps.clock,
+      this.deps.debounceMs,
+      this.deps.retryTotalMs ?? 10_000,
+      controller.signal,
+    )
       .then((item) => {
         entry.item = item;
         if (item.expireMs > 0) this.deps.metrics.setExpiry(name, item.expireMs);

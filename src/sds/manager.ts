@@ -29,7 +29,6 @@ import { backoffMs, WARM_BACKOFF } from "./rotation.ts";
 import { SdsServer } from "./server.ts";
 import { errorMessage } from "../lib/errors.ts";
 
-
 export interface SecretManagerDeps {
   log: Logger;
   registry: Registry;
@@ -87,7 +86,10 @@ export class SecretManager implements Component, TrustBundleSink {
     const log = this.deps.log;
     this.mode = o.serveSds ? await detectSdsMode(o.root, o.socketFile) : undefined;
     const filesOnly = this.mode?.kind === "files-only";
-    if (filesOnly) log.info(`external SDS server found on ${(this.mode as { externalSocket: string }).externalSocket}: serving file certificates only on ${this.mode!.socketPath}`);
+    if (filesOnly)
+      log.info(
+        `external SDS server found on ${(this.mode as { externalSocket: string }).externalSocket}: serving file certificates only on ${this.mode!.socketPath}`,
+      );
     const signer = filesOnly ? undefined : (this.deps.signer ?? (await this.makeSigner()));
     this.signer = signer;
     const cache = new SecretCache(
@@ -102,13 +104,22 @@ export class SecretManager implements Component, TrustBundleSink {
         ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode) } : {}),
         ...(o.crlPath ? { crlPath: o.crlPath } : {}),
       },
-      { log, metrics: this.metrics, clock: this.clock, ...(this.deps.random ? { random: this.deps.random } : {}), renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal) },
+      {
+        log,
+        metrics: this.metrics,
+        clock: this.clock,
+        ...(this.deps.random ? { random: this.deps.random } : {}),
+        renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal),
+      },
     );
     this.cache = cache;
     if (this.pendingBundle) cache.updateTrustBundle(this.pendingBundle);
     if (this.mode) {
       const authorizer = new PeerAuthorizer(o.authorizedUids, o.ownUid);
-      this.server = new SdsServer({ socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize }, { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) });
+      this.server = new SdsServer(
+        { socketPath: this.mode.socketPath, authorizer, maxConcurrentStreams: o.maxStreams, maxReceiveMessageSize: o.maxRecvMsgSize },
+        { log, secrets: cache, clock: this.clock, xdsMetrics: pilotXdsMetrics(this.deps.registry) },
+      );
       await this.server.start();
       void this.server.failed.then((e) => this.failure.report(e));
     }
@@ -141,7 +152,9 @@ export class SecretManager implements Component, TrustBundleSink {
         // A root from files is checked at start (a bad directory stops the agent); a generated
         // one is made with the first CSR.
         const trustDomain = this.opts.trustDomain;
-        const ca = s.dir ? await (await import("../ca/local.ts")).LocalCa.fromDir(s.dir) : lazySigner("local", async () => (await import("../ca/local.ts")).LocalCa.generate({ trustDomain }));
+        const ca = s.dir
+          ? await (await import("../ca/local.ts")).LocalCa.fromDir(s.dir)
+          : lazySigner("local", async () => (await import("../ca/local.ts")).LocalCa.generate({ trustDomain }));
         log.info(`CA_PROVIDER=local: signing workload certificates in process${s.dir ? ` with the root from ${s.dir}` : " with a generated root"}`);
         return ca;
       }
@@ -149,7 +162,10 @@ export class SecretManager implements Component, TrustBundleSink {
         // As Istio's createCitadel: a TLS CA whose root file is missing stops the agent at start.
         const root = s.ca.rootCertPath;
         if (s.ca.tls && s.ca.rootMustExist && root && root !== "SYSTEM" && !existsSync(root)) {
-          throw new CaError("config", `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: mount the istio-ca-root-cert configmap, set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)`);
+          throw new CaError(
+            "config",
+            `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: mount the istio-ca-root-cert configmap, set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)`,
+          );
         }
         const retries = this.metrics.outgoingRetries;
         const random = this.deps.random;

@@ -15,9 +15,7 @@ export const WORKLOAD_CREDENTIALS_DIR = "./var/run/secrets/workload-spiffe-crede
 export const CA_CRL_PATH = "./var/run/secrets/istio/crl/ca-crl.pem";
 
 export type SignerChoice =
-  | { kind: "istiod"; ca: CaClientOptions; tokenPath: string; credentialFetcher: string }
-  | { kind: "local"; dir?: string }
-  | { kind: "none"; why: string };
+  { kind: "istiod"; ca: CaClientOptions; tokenPath: string; credentialFetcher: string } | { kind: "local"; dir?: string } | { kind: "none"; why: string };
 
 export interface SecretManagerOptions {
   /** Directory relative paths resolve against (the agent's cwd). */
@@ -66,7 +64,8 @@ export function secretManagerOptionsFrom(cfg: AgentConfig): SecretManagerOptions
   } else {
     const ca = caClientOptions(e, cfg.rawEnv, cfg.proxyConfig.discoveryAddress ?? "", cfg.root);
     if (ca.address.includes("googleapis.com")) throw new CaError("config", `CA_ADDR ${ca.address}: the Google CA provider is not supported by this agent`);
-    if (e.CA_PROVIDER !== "Citadel" && e.CA_PROVIDER !== "") throw new CaError("config", `CA_PROVIDER: "${e.CA_PROVIDER}" is not supported (want Citadel, GkeWorkloadCertificate or local)`);
+    if (e.CA_PROVIDER !== "Citadel" && e.CA_PROVIDER !== "")
+      throw new CaError("config", `CA_PROVIDER: "${e.CA_PROVIDER}" is not supported (want Citadel, GkeWorkloadCertificate or local)`);
     signer = { kind: "istiod", ca, tokenPath: r(ISTIO_TOKEN_PATH), credentialFetcher: e.CREDENTIAL_FETCHER_TYPE };
   }
   return {

@@ -14,8 +14,7 @@ export const SECRET_TYPE_URL = "type.googleapis.com/envoy.extensions.transport_s
 
 /** What one SDS resource carries, before encoding. */
 export type SecretResource =
-  | { name: string; kind: "tls"; certificateChain: string; privateKey: string }
-  | { name: string; kind: "root"; trustedCa: string; crlFilename?: string };
+  { name: string; kind: "tls"; certificateChain: string; privateKey: string } | { name: string; kind: "root"; trustedCa: string; crlFilename?: string };
 
 export interface DiscoveryRequest {
   versionInfo: string;
@@ -71,12 +70,24 @@ export function sdsCodec(): SdsCodec {
 
   const secretObject = (s: SecretResource) =>
     s.kind === "tls"
-      ? { name: s.name, tlsCertificate: { certificateChain: { inlineBytes: Buffer.from(s.certificateChain) }, privateKey: { inlineBytes: Buffer.from(s.privateKey) } } }
-      : { name: s.name, validationContext: { trustedCa: { inlineBytes: Buffer.from(s.trustedCa) }, ...(s.crlFilename ? { crl: { filename: s.crlFilename } } : {}) } };
+      ? {
+          name: s.name,
+          tlsCertificate: { certificateChain: { inlineBytes: Buffer.from(s.certificateChain) }, privateKey: { inlineBytes: Buffer.from(s.privateKey) } },
+        }
+      : {
+          name: s.name,
+          validationContext: { trustedCa: { inlineBytes: Buffer.from(s.trustedCa) }, ...(s.crlFilename ? { crl: { filename: s.crlFilename } } : {}) },
+        };
   const encodeSecret = (s: SecretResource) => Secret.encode(Secret.fromObject(secretObject(s))).finish();
   const decodeSecret = (b: Uint8Array): SecretResource => {
     const o = plain(Secret.decode(b), Secret);
-    if (o.tlsCertificate) return { name: o.name, kind: "tls", certificateChain: Buffer.from(o.tlsCertificate.certificateChain?.inlineBytes ?? []).toString(), privateKey: Buffer.from(o.tlsCertificate.privateKey?.inlineBytes ?? []).toString() };
+    if (o.tlsCertificate)
+      return {
+        name: o.name,
+        kind: "tls",
+        certificateChain: Buffer.from(o.tlsCertificate.certificateChain?.inlineBytes ?? []).toString(),
+        privateKey: Buffer.from(o.tlsCertificate.privateKey?.inlineBytes ?? []).toString(),
+      };
     const vc = o.validationContext ?? {};
     const r: SecretResource = { name: o.name, kind: "root", trustedCa: Buffer.from(vc.trustedCa?.inlineBytes ?? []).toString() };
     if (vc.crl?.filename) r.crlFilename = vc.crl.filename;
@@ -90,10 +101,18 @@ export function sdsCodec(): SdsCodec {
   return {
     encodeSecret,
     decodeSecret,
-    encodeResponse: (r) => Buffer.from(Res.encode(Res.fromObject({ versionInfo: r.versionInfo, nonce: r.nonce, typeUrl: SECRET_TYPE_URL, resources: r.resources.map(any) })).finish()),
+    encodeResponse: (r) =>
+      Buffer.from(
+        Res.encode(Res.fromObject({ versionInfo: r.versionInfo, nonce: r.nonce, typeUrl: SECRET_TYPE_URL, resources: r.resources.map(any) })).finish(),
+      ),
     decodeResponse(b) {
       const o = plain(Res.decode(checkedInput(b)), Res);
-      return { versionInfo: o.versionInfo, nonce: o.nonce, typeUrl: o.typeUrl, resources: o.resources.map((a: { value: Uint8Array }) => decodeSecret(a.value)) };
+      return {
+        versionInfo: o.versionInfo,
+        nonce: o.nonce,
+        typeUrl: o.typeUrl,
+        resources: o.resources.map((a: { value: Uint8Array }) => decodeSecret(a.value)),
+      };
     },
     encodeRequest: (r) => Buffer.from(Req.encode(Req.fromObject(r)).finish()),
     decodeRequest(b) {
@@ -121,7 +140,11 @@ export function sdsCodec(): SdsCodec {
         nonce: o.nonce,
         typeUrl: o.typeUrl,
         removed: o.removedResources,
-        resources: o.resources.map((x: { name: string; version: string; resource: { value: Uint8Array } }) => ({ name: x.name, version: x.version, secret: decodeSecret(x.resource.value) })),
+        resources: o.resources.map((x: { name: string; version: string; resource: { value: Uint8Array } }) => ({
+          name: x.name,
+          version: x.version,
+          secret: decodeSecret(x.resource.value),
+        })),
       };
     },
     encodeDeltaRequest: (r) => Buffer.from(DReq.encode(DReq.fromObject(r)).finish()),

@@ -12,7 +12,18 @@ import { httpProbe } from "./probes/http.ts";
 import { tcpProbe } from "./probes/tcp.ts";
 
 /** Headers never forwarded to the application: hop-by-hop ones, and encodings we would not undo. */
-const NOT_FORWARDED = new Set(["host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "content-length", "accept-encoding"]);
+const NOT_FORWARDED = new Set([
+  "host",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  "content-length",
+  "accept-encoding",
+]);
 
 export interface AppProbeHandlerOptions {
   probers: AppProbers;
@@ -37,7 +48,8 @@ export class AppProbeHandler {
     const { configError, invalid, probes } = this.opts.probers;
     if (configError) this.opts.log.error(configError);
     for (const reason of invalid.values()) this.opts.log.error(reason);
-    if (probes.size) this.opts.log.info(`app probes: ${[...probes.keys()].join(", ")} -> ${this.opts.destination} from ${this.opts.sourceAddress ?? "any address"}`);
+    if (probes.size)
+      this.opts.log.info(`app probes: ${[...probes.keys()].join(", ")} -> ${this.opts.destination} from ${this.opts.sourceAddress ?? "any address"}`);
   }
 
   close(): void {
@@ -118,7 +130,10 @@ export class AppProbeHandler {
     let a = this.agents.get(path);
     if (!a) {
       // node:http(s) load with the first probe, not at the agent's start.
-      a = probe.scheme === "https" ? new (await import("node:https")).Agent({ keepAlive: true, rejectUnauthorized: false }) : new (await import("node:http")).Agent({ keepAlive: true });
+      a =
+        probe.scheme === "https"
+          ? new (await import("node:https")).Agent({ keepAlive: true, rejectUnauthorized: false })
+          : new (await import("node:http")).Agent({ keepAlive: true });
       const raced = this.agents.get(path);
       if (raced) {
         a.destroy();

@@ -98,7 +98,8 @@ export function parseAppProbe(path: string, raw: unknown): AppProbe {
   switch (handlers[0]) {
     case "httpGet": {
       const scheme = typeof h.scheme === "string" ? h.scheme.toLowerCase() : "http";
-      if (scheme !== "http" && scheme !== "https") throw new StatusError(`invalid prober config for ${path}, scheme must be HTTP or HTTPS (got ${JSON.stringify(h.scheme)})`);
+      if (scheme !== "http" && scheme !== "https")
+        throw new StatusError(`invalid prober config for ${path}, scheme must be HTTP or HTTPS (got ${JSON.stringify(h.scheme)})`);
       let p = typeof h.path === "string" ? h.path : "";
       if (!p.startsWith("/")) p = "/" + p;
       return { kind: "httpGet", port: intPort(h.port, path), path: p, scheme, headers: headersOf(h.httpHeaders, path), timeoutMs };

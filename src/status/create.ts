@@ -82,6 +82,9 @@ export function statusOptionsFrom(cfg: AgentConfig, deps: StatusServerDeps): Sta
   };
 }
 
-export function createStatusServer(cfg: AgentConfig, deps: StatusServerDeps): Component & { port(): number; address(): { hostname: string; port: number }; resetEnvoyReadiness(): void } {
+export function createStatusServer(
+  cfg: AgentConfig,
+  deps: StatusServerDeps,
+): Component & { port(): number; address(): { hostname: string; port: number }; resetEnvoyReadiness(): void } {
   return new StatusServer(statusOptionsFrom(cfg, deps));
 }

@@ -11,7 +11,11 @@ export function acceptsGzip(acceptEncoding: string | null | undefined): boolean 
   if (!acceptEncoding) return false;
   let star = false;
   for (const part of acceptEncoding.split(",")) {
-    const [coding, ...params] = part.trim().toLowerCase().split(";").map((s) => s.trim());
+    const [coding, ...params] = part
+      .trim()
+      .toLowerCase()
+      .split(";")
+      .map((s) => s.trim());
     const q = params.find((p) => p.startsWith("q="));
     const refused = q !== undefined && Number(q.slice(2)) === 0;
     if (coding === "gzip") return !refused;

@@ -53,7 +53,8 @@ export function parseReadinessProbe(raw: unknown, defaultHost: string): HealthCh
   if (typeof raw !== "object" || Array.isArray(raw)) throw new StatusError("must be an object", WHERE);
   const r = raw as Json;
   const methods = (["httpGet", "tcpSocket", "exec", "grpc"] as const).filter((k) => r[k] !== undefined && r[k] !== null);
-  if (methods.length !== 1) throw new StatusError(`needs exactly one of httpGet, tcpSocket, exec or grpc (found ${methods.length ? methods.join(", ") : "none"})`, WHERE);
+  if (methods.length !== 1)
+    throw new StatusError(`needs exactly one of httpGet, tcpSocket, exec or grpc (found ${methods.length ? methods.join(", ") : "none"})`, WHERE);
   const m = methods[0]!;
   const h = (r[m] ?? {}) as Json;
   let probe: VmProbe;
@@ -62,7 +63,9 @@ export function parseReadinessProbe(raw: unknown, defaultHost: string): HealthCh
       const scheme = String(h.scheme || "http").toLowerCase();
       if (scheme !== "http" && scheme !== "https") throw new StatusError(`httpGet.scheme must be HTTP or HTTPS, got ${JSON.stringify(h.scheme)}`, WHERE);
       const path = typeof h.path === "string" && h.path ? (h.path.startsWith("/") ? h.path : `/${h.path}`) : "/";
-      const headers = Array.isArray(h.httpHeaders) ? (h.httpHeaders as Json[]).map((x): [string, string] => [String(x?.name ?? ""), String(x?.value ?? "")]).filter(([n]) => n) : [];
+      const headers = Array.isArray(h.httpHeaders)
+        ? (h.httpHeaders as Json[]).map((x): [string, string] => [String(x?.name ?? ""), String(x?.value ?? "")]).filter(([n]) => n)
+        : [];
       probe = { kind: "httpGet", host: (h.host as string) || defaultHost, port: port(h.port, "httpGet.port"), path, scheme, headers };
       break;
     }
@@ -71,7 +74,8 @@ export function parseReadinessProbe(raw: unknown, defaultHost: string): HealthCh
       break;
     case "exec": {
       const command = h.command;
-      if (!Array.isArray(command) || command.length === 0 || command.some((c) => typeof c !== "string")) throw new StatusError("exec.command must be a non-empty list of strings", WHERE);
+      if (!Array.isArray(command) || command.length === 0 || command.some((c) => typeof c !== "string"))
+        throw new StatusError("exec.command must be a non-empty list of strings", WHERE);
       probe = { kind: "exec", command: command as string[] };
       break;
     }

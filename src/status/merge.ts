@@ -57,10 +57,15 @@ export class MetricsMerger {
     const [envoyBody, appResult] = await Promise.all([envoy, app]);
     const parts: Part[] = [async () => agentText, async () => envoyBody];
     if (appResult) parts.push(async () => appResult.body);
-    return new Response(concatStreams(parts, (stage, e) => this.fail(stage === 1 ? "envoy" : "application", `failed writing ${stage === 1 ? "envoy" : "application"} metrics: ${errorMessage(e)}`)), {
-      status: 200,
-      headers: { "content-type": appResult?.format ?? FMT_TEXT },
-    });
+    return new Response(
+      concatStreams(parts, (stage, e) =>
+        this.fail(stage === 1 ? "envoy" : "application", `failed writing ${stage === 1 ? "envoy" : "application"} metrics: ${errorMessage(e)}`),
+      ),
+      {
+        status: 200,
+        headers: { "content-type": appResult?.format ?? FMT_TEXT },
+      },
+    );
   }
 
   /** X-Prometheus-Scrape-Timeout-Seconds in ms, or undefined when absent or unreadable. */
@@ -94,7 +99,13 @@ export class MetricsMerger {
    * `bodyInDeadline`, the reading of its body); a streamed body then lives as long as the client
    * reads it, and ends when the client goes away.
    */
-  private async get(url: string, req: Request, part: "envoy" | "app", timeoutMs: number | undefined, bodyInDeadline = false): Promise<{ res: Response; done: () => void }> {
+  private async get(
+    url: string,
+    req: Request,
+    part: "envoy" | "app",
+    timeoutMs: number | undefined,
+    bodyInDeadline = false,
+  ): Promise<{ res: Response; done: () => void }> {
     const ac = new AbortController();
     const onClientGone = () => ac.abort(req.signal.reason);
     if (req.signal.aborted) onClientGone();

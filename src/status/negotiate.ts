@@ -21,7 +21,14 @@ function parseRange(s: string): MediaRange | undefined {
   const params: [string, string][] = [];
   for (const p of rest) {
     const eq = p.indexOf("=");
-    if (eq > 0) params.push([p.slice(0, eq).trim().toLowerCase(), p.slice(eq + 1).trim().replace(/^"|"$/g, "")]);
+    if (eq > 0)
+      params.push([
+        p.slice(0, eq).trim().toLowerCase(),
+        p
+          .slice(eq + 1)
+          .trim()
+          .replace(/^"|"$/g, ""),
+      ]);
   }
   return { type: type.toLowerCase(), params };
 }

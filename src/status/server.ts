@@ -74,7 +74,12 @@ export interface StatusServerOptions {
   /** --profiling */
   profiling?: boolean;
   /** VM / WorkloadEntry health checking from ProxyConfig.readinessProbe. */
-  workloadHealth?: { config: HealthCheckConfig; reporter: HealthReporter; localHosts?: string[]; sleep?: (ms: number, signal: AbortSignal) => Promise<boolean> };
+  workloadHealth?: {
+    config: HealthCheckConfig;
+    reporter: HealthReporter;
+    localHosts?: string[];
+    sleep?: (ms: number, signal: AbortSignal) => Promise<boolean>;
+  };
   /** The agent's shutdown signal: once aborted, readiness answers `server is terminated`. */
   shutdown?: AbortSignal;
   now?: () => number;
@@ -101,7 +106,12 @@ export class StatusServer implements Component {
     this.log = opts.log;
     const now = opts.now ?? systemClock.now;
     if (opts.envoy) {
-      this.envoyReady = new EnvoyReadinessProbe({ adminHost: opts.envoy.adminHost, adminPort: opts.envoy.adminPort, shutdown: opts.shutdown, get: opts.envoy.get });
+      this.envoyReady = new EnvoyReadinessProbe({
+        adminHost: opts.envoy.adminHost,
+        adminPort: opts.envoy.adminPort,
+        shutdown: opts.shutdown,
+        get: opts.envoy.get,
+      });
     }
     const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
     this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc });
@@ -260,11 +270,23 @@ export class StatusServer implements Component {
   private async debug(path: string, req: Request, remote: string | undefined): Promise<Response> {
     if (!isLoopback(remote)) return text(403, LOCALHOST_ONLY);
     if (path !== "/debug/memz") {
-      return text(501, `${path}: not available in this build (Go pprof profiles do not exist in an agent that runs on Bun); use /debug/memz for process memory and JavaScript heap statistics\n`);
+      return text(
+        501,
+        `${path}: not available in this build (Go pprof profiles do not exist in an agent that runs on Bun); use /debug/memz for process memory and JavaScript heap statistics\n`,
+      );
     }
     const { heapStats } = await import("bun:jsc");
     const h = heapStats();
-    const body = { memory: process.memoryUsage(), heap: { heapSize: h.heapSize, heapCapacity: h.heapCapacity, extraMemorySize: h.extraMemorySize, objectCount: h.objectCount, objectTypeCounts: h.objectTypeCounts } };
+    const body = {
+      memory: process.memoryUsage(),
+      heap: {
+        heapSize: h.heapSize,
+        heapCapacity: h.heapCapacity,
+        extraMemorySize: h.extraMemorySize,
+        objectCount: h.objectCount,
+        objectTypeCounts: h.objectTypeCounts,
+      },
+    };
     return maybeGzip(req, new Response(JSON.stringify(body, null, 2), { headers: { "content-type": "application/json" } }));
   }
 }

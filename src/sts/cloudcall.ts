@@ -50,7 +50,14 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
     const signal = AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
-      res = await doFetch(url, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: payload, signal, redirect: "manual", keepalive: false });
+      res = await doFetch(url, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: payload,
+        signal,
+        redirect: "manual",
+        keepalive: false,
+      });
     } catch (e) {
       last = new CloudCallError(signal.aborted ? `no answer from ${url} within ${timeoutMs}ms` : `${url}: ${errorMessage(e)}`, 0);
       continue;

@@ -111,7 +111,8 @@ export class GoogleTokenExchange implements TokenManager {
     const token = data.access_token;
     if (typeof token !== "string" || token === "") throw new TokenExchangeError("federated token response does not have access token");
     const expiresIn = data.expires_in ?? 0;
-    if (typeof expiresIn !== "number" || !Number.isFinite(expiresIn)) throw new TokenExchangeError("failed to unmarshal federated token response data: expires_in is not a number");
+    if (typeof expiresIn !== "number" || !Number.isFinite(expiresIn))
+      throw new TokenExchangeError("failed to unmarshal federated token response data: expires_in is not a number");
     const now = this.opts.now();
     this.federated = { tokenType: "federated token", issueMs: now, expireMs: now + expiresIn * 1000, token: "" };
     this.opts.log.info("fetched federated token", { latency: `${now - start}ms`, ttl: expiresIn });
@@ -135,7 +136,9 @@ export class GoogleTokenExchange implements TokenManager {
       expireMs = Date.parse(expireTime);
       expiresInSec = Math.trunc((expireMs - now) / 1000);
     } else {
-      this.opts.log.error(`Failed to unmarshal timestamp ${JSON.stringify(expireTime ?? "")} from access token response, fall back to use default lifetime (${ACCESS_TOKEN_LIFETIME_SEC} seconds)`);
+      this.opts.log.error(
+        `Failed to unmarshal timestamp ${JSON.stringify(expireTime ?? "")} from access token response, fall back to use default lifetime (${ACCESS_TOKEN_LIFETIME_SEC} seconds)`,
+      );
     }
     this.access = { tokenType: "access token", issueMs: now, expireMs, token };
     this.opts.log.info("fetched access token", { latency: `${now - start}ms`, ttl: `${Math.trunc((expireMs - now) / 1000)}s` });

@@ -273,7 +273,6 @@ export class ModuleCache implements ModuleSource {
     }
     this.d.metrics.cacheEntries.set(this.modules.size);
   }
-
 }
 
 export function sha256Hex(b: Uint8Array): string {

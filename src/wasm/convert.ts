@@ -106,7 +106,9 @@ export class WasmConverter {
       return await this.toLocal(found, status);
     } catch (e) {
       const failOpen = failsOpen(found.wasmFields);
-      this.d.log.error(`error in converting the wasm config of ${found.name} to local: ${errorMessage(e)}. applying ${failOpen ? "allow" : "deny"} RBAC filter`);
+      this.d.log.error(
+        `error in converting the wasm config of ${found.name} to local: ${errorMessage(e)}. applying ${failOpen ? "allow" : "deny"} RBAC filter`,
+      );
       return defaultFilterResource(found.name, found.kind, failOpen);
     } finally {
       this.count(status.result);
@@ -117,7 +119,10 @@ export class WasmConverter {
   private tryUnmarshal(resource: Uint8Array): RemoteWasm | undefined {
     const any = readMessage(resource, "extension config resource");
     const typeUrl = stringField(any, F.any.typeUrl) ?? "";
-    if (typeUrl !== EXTENSION_CONFIG_TYPE) throw new WasmConversionError(`failed to unmarshal extension config resource: mismatched message type: got "${typeUrl}", want "${EXTENSION_CONFIG_TYPE}"`);
+    if (typeUrl !== EXTENSION_CONFIG_TYPE)
+      throw new WasmConversionError(
+        `failed to unmarshal extension config resource: mismatched message type: got "${typeUrl}", want "${EXTENSION_CONFIG_TYPE}"`,
+      );
     const ecFields = readMessage(messageField(any, F.any.value) ?? new Uint8Array(), "extension config resource");
     const name = stringField(ecFields, F.extensionConfig.name) ?? "";
     const tcBytes = messageField(ecFields, F.extensionConfig.typedConfig);
@@ -144,7 +149,10 @@ export class WasmConverter {
       try {
         wasmBytes = this.d.schema.encodeWasm(json);
       } catch (e) {
-        throw new WasmConversionError(`failed to convert extension config struct of ${name} to Wasm ${kind === "http" ? "HTTP" : "Network"} filter: ${errorMessage(e)}`, { cause: e });
+        throw new WasmConversionError(
+          `failed to convert extension config struct of ${name} to Wasm ${kind === "http" ? "HTTP" : "Network"} filter: ${errorMessage(e)}`,
+          { cause: e },
+        );
       }
     } else {
       return undefined;
@@ -204,7 +212,11 @@ export class WasmConverter {
 
     const localCode = encodeFields([lenField(F.asyncDataSource.local, encodeFields([lenField(F.dataSource.filename, path)]))]);
     let newVm = replaceField(vm, F.vmConfig.code, lenField(F.vmConfig.code, localCode));
-    newVm = replaceField(newVm, F.vmConfig.environmentVariables, env.rewritten === undefined ? undefined : lenField(F.vmConfig.environmentVariables, env.rewritten));
+    newVm = replaceField(
+      newVm,
+      F.vmConfig.environmentVariables,
+      env.rewritten === undefined ? undefined : lenField(F.vmConfig.environmentVariables, env.rewritten),
+    );
     const newPlugin = replaceField(plugin, F.pluginConfig.vmConfig, lenField(F.pluginConfig.vmConfig, encodeFields(newVm)));
     const newWasm = replaceField(w.wasmFields, F.wasm.config, lenField(F.wasm.config, encodeFields(newPlugin)));
     const typeUrl = w.kind === "http" ? WASM_HTTP_FILTER_TYPE : WASM_NETWORK_FILTER_TYPE;
@@ -266,7 +278,10 @@ function readEnv(vm: WireField[]): { keyValues: Map<string, string>; rewritten: 
     const entry = readMessage(f.data, "vm environment variable");
     keyValues.set(stringField(entry, 1) ?? "", stringField(entry, 2) ?? "");
   }
-  const kept = withoutFields(fields, (f) => f.no === F.envVars.keyValues && (stringField(readMessage(f.data, "vm environment variable"), 1) ?? "").startsWith(ISTIO_META_PREFIX));
+  const kept = withoutFields(
+    fields,
+    (f) => f.no === F.envVars.keyValues && (stringField(readMessage(f.data, "vm environment variable"), 1) ?? "").startsWith(ISTIO_META_PREFIX),
+  );
   const anyKeyValue = kept.some((f) => f.no === F.envVars.keyValues);
   const anyHostKey = kept.some((f) => f.no === F.envVars.hostEnvKeys);
   if (!anyKeyValue && !anyHostKey) return { keyValues, rewritten: undefined };

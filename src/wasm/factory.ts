@@ -15,7 +15,10 @@ import type { WasmConversion } from "./index.ts";
 export const WASM_DATA_DIR = "var/lib/istio/data";
 
 /** The conversion's hook and purge component, or undefined when ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION is off. */
-export function wasmFromConfig(cfg: AgentConfig, deps: { sink: LogSink; registry: Registry; now?: () => number }): { hook: EcdsWasmHook; component: Component } | undefined {
+export function wasmFromConfig(
+  cfg: AgentConfig,
+  deps: { sink: LogSink; registry: Registry; now?: () => number },
+): { hook: EcdsWasmHook; component: Component } | undefined {
   const env = cfg.env;
   if (!env.ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION) return undefined;
   const log = deps.sink.logger("wasm");

@@ -69,11 +69,15 @@ export async function readCapped(res: Response, max: number, what: string): Prom
  * One GET through the guard, following redirects: returns the final response (not 3xx). `init`
  * headers go to every hop of the same origin only.
  */
-export async function guardedGet(url: string, o: { guard: AddressGuard; insecure: boolean; signal: AbortSignal; headers?: Record<string, string> }): Promise<Response> {
+export async function guardedGet(
+  url: string,
+  o: { guard: AddressGuard; insecure: boolean; signal: AbortSignal; headers?: Record<string, string> },
+): Promise<Response> {
   let current = new URL(url);
   const origin = current.origin;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-    if (current.protocol !== "http:" && current.protocol !== "https:") throw new WasmFetchError(`refusing to fetch ${current.href}: scheme ${current.protocol} is not http or https`);
+    if (current.protocol !== "http:" && current.protocol !== "https:")
+      throw new WasmFetchError(`refusing to fetch ${current.href}: scheme ${current.protocol} is not http or https`);
     const ip = await o.guard.resolve(current.hostname);
     let target = current.href;
     const headers: Record<string, string> = current.origin === origin ? { ...o.headers } : {};

@@ -43,7 +43,13 @@ export interface WasmConversion {
   component: Component;
 }
 
-const DEFAULTS = { moduleExpiryMs: 86_400_000, purgeIntervalMs: 3_600_000, httpRequestTimeoutMs: 15_000, httpRequestMaxRetries: 5, maxBinaryBytes: 268_435_456 };
+const DEFAULTS = {
+  moduleExpiryMs: 86_400_000,
+  purgeIntervalMs: 3_600_000,
+  httpRequestTimeoutMs: 15_000,
+  httpRequestMaxRetries: 5,
+  maxBinaryBytes: 268_435_456,
+};
 
 const systemLookup: Lookup = async (host) => lookup(host, { all: true, verbatim: true });
 

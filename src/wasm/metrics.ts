@@ -21,7 +21,12 @@ export function wasmMetrics(reg: Registry): WasmMetrics {
   return {
     cacheEntries: gauge(reg, "istio_agent_wasm_cache_entries", "number of Wasm remote fetch cache entries."),
     cacheLookups: counter(reg, "istio_agent_wasm_cache_lookup_count", "number of Wasm remote fetch cache lookups.", ["hit"]),
-    remoteFetches: counter(reg, "istio_agent_wasm_remote_fetch_count", "number of Wasm remote fetches and results, including success, download failure, and checksum mismatch.", ["result"]),
+    remoteFetches: counter(
+      reg,
+      "istio_agent_wasm_remote_fetch_count",
+      "number of Wasm remote fetches and results, including success, download failure, and checksum mismatch.",
+      ["result"],
+    ),
     conversions: counter(
       reg,
       "istio_agent_wasm_config_conversion_count",

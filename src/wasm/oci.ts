@@ -197,7 +197,8 @@ export class OciFetcher {
 
   private async blob(s: RegistrySession, ref: ImageReference, d: Descriptor): Promise<Uint8Array> {
     if (!d.digest || !/^sha256:[a-f0-9]{64}$/.test(d.digest)) throw new OciError(`layer has no sha256 digest`);
-    if ((d.size ?? 0) > this.o.maxBytes) throw new OciError(`layer ${d.digest} of ${d.size} bytes exceeds the limit of ${this.o.maxBytes} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
+    if ((d.size ?? 0) > this.o.maxBytes)
+      throw new OciError(`layer ${d.digest} of ${d.size} bytes exceeds the limit of ${this.o.maxBytes} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
     const res = await s.get(`/v2/${ref.repository}/blobs/${d.digest}`);
     if (res.status !== 200) {
       await res.body?.cancel().catch(() => {});
@@ -229,7 +230,9 @@ export class OciFetcher {
     } catch (e) {
       errOci = e as Error;
     }
-    throw new OciError(`the given image is in invalid format as an OCI image: could not parse as compat variant: ${errCompat.message}; could not parse as oci variant: ${errOci.message}`);
+    throw new OciError(
+      `the given image is in invalid format as an OCI image: could not parse as compat variant: ${errCompat.message}; could not parse as oci variant: ${errOci.message}`,
+    );
   }
 
   /** Compat variant: the last layer is a tar+gzip holding plugin.wasm. */

@@ -14,9 +14,7 @@ export class RegistryAuthError extends Error {
 }
 
 export type Credentials =
-  | { kind: "anonymous" }
-  | { kind: "basic"; username: string; password: string }
-  | { kind: "token"; identityToken?: string; registryToken?: string };
+  { kind: "anonymous" } | { kind: "basic"; username: string; password: string } | { kind: "token"; identityToken?: string; registryToken?: string };
 
 const DOCKER_HUB_KEY = "https://index.docker.io/v1/";
 

@@ -7,7 +7,13 @@ import pluginText from "../../proto/wasm-plugin.proto" with { type: "text" };
 import coreText from "../../proto/wasm-core.proto" with { type: "text" };
 import type { ProtoJson } from "../local/protojson.ts";
 
-const WELL_KNOWN = ["google/protobuf/any.proto", "google/protobuf/duration.proto", "google/protobuf/wrappers.proto", "google/protobuf/struct.proto", "google/protobuf/empty.proto"];
+const WELL_KNOWN = [
+  "google/protobuf/any.proto",
+  "google/protobuf/duration.proto",
+  "google/protobuf/wrappers.proto",
+  "google/protobuf/struct.proto",
+  "google/protobuf/empty.proto",
+];
 
 export const WASM_MESSAGE = "envoy.extensions.wasm.v3.Wasm";
 

@@ -29,7 +29,8 @@ function cidr(text: string): Cidr {
   const bitsText = text.slice(slash + 1);
   const family = isIP(addr);
   const bits = /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : NaN;
-  if (family === 0 || !(bits >= 0 && bits <= (family === 4 ? 32 : 128))) throw new CidrListError(`BLOCKED_CIDRS_IN_WASM_FETCH: "${text}" is not a CIDR (want e.g. 10.0.0.0/8)`);
+  if (family === 0 || !(bits >= 0 && bits <= (family === 4 ? 32 : 128)))
+    throw new CidrListError(`BLOCKED_CIDRS_IN_WASM_FETCH: "${text}" is not a CIDR (want e.g. 10.0.0.0/8)`);
   const list = new BlockList();
   list.addSubnet(addr, bits, family === 4 ? "ipv4" : "ipv6");
   return { text, list };

@@ -29,7 +29,8 @@ export function gunzipCapped(b: Uint8Array, maxBytes: number): Uint8Array {
     return gunzipSync(b, { maxOutputLength: maxBytes });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    if (err.code === "ERR_BUFFER_TOO_LARGE" || /maxOutputLength|too large/i.test(err.message)) throw new UnboxError(`gzip content exceeds the limit of ${maxBytes} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
+    if (err.code === "ERR_BUFFER_TOO_LARGE" || /maxOutputLength|too large/i.test(err.message))
+      throw new UnboxError(`gzip content exceeds the limit of ${maxBytes} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
     throw new UnboxError(`not a valid gzip stream: ${err.message}`);
   }
 }
@@ -40,7 +41,10 @@ export interface TarEntry {
 }
 
 function octal(b: Uint8Array, from: number, len: number): number {
-  const s = new TextDecoder().decode(b.subarray(from, from + len)).replace(/\0.*$/s, "").trim();
+  const s = new TextDecoder()
+    .decode(b.subarray(from, from + len))
+    .replace(/\0.*$/s, "")
+    .trim();
   if (s === "") return 0;
   if (!/^[0-7]+$/.test(s)) throw new UnboxError(`bad tar header number "${s}"`);
   return parseInt(s, 8);

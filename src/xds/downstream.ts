@@ -46,7 +46,6 @@ export function encodeGrpcMessage(m: string): string {
   return m.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
 }
 
-
 /** The trailers (or trailers-only response) carrying a gRPC status. */
 export function statusTrailers(s: GrpcStatus): HeaderList {
   const t: HeaderList = [["grpc-status", String(s.code)]];
@@ -174,7 +173,10 @@ export class DownstreamServer {
     if (!d.allowed) {
       this.o.onRejected();
       const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
-      this.o.log.warn(`rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`, ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
+      this.o.log.warn(
+        `rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`,
+        ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }),
+      );
       sock.destroy();
       return;
     }
@@ -228,7 +230,11 @@ export class DownstreamServer {
           fail(`malformed ServerReflectionRequest: ${errorMessage(e)}`);
         }
       },
-      onEnd: () => void answered.then(() => stream.end(statusTrailers({ code: Code.OK, message: "" })), () => {}),
+      onEnd: () =>
+        void answered.then(
+          () => stream.end(statusTrailers({ code: Code.OK, message: "" })),
+          () => {},
+        ),
     };
   }
 

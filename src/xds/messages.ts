@@ -69,12 +69,19 @@ export function xdsCodec(): XdsCodec {
       checkMessage(bytes);
       try {
         if (delta) {
-          const m = DeltaRes.decode(checkedInput(bytes)) as unknown as { typeUrl?: string; systemVersionInfo?: string; nonce?: string; resources?: { resource?: AnyMsg }[] };
+          const m = DeltaRes.decode(checkedInput(bytes)) as unknown as {
+            typeUrl?: string;
+            systemVersionInfo?: string;
+            nonce?: string;
+            resources?: { resource?: AnyMsg }[];
+          };
           return {
             typeUrl: m.typeUrl ?? "",
             versionInfo: m.systemVersionInfo ?? "",
             nonce: m.nonce ?? "",
-            resources: (m.resources ?? []).filter((r) => r.resource).map((r) => ({ typeUrl: r.resource!.typeUrl ?? "", value: r.resource!.value ?? new Uint8Array() })),
+            resources: (m.resources ?? [])
+              .filter((r) => r.resource)
+              .map((r) => ({ typeUrl: r.resource!.typeUrl ?? "", value: r.resource!.value ?? new Uint8Array() })),
           };
         }
         const m = Res.decode(checkedInput(bytes)) as unknown as { typeUrl?: string; versionInfo?: string; nonce?: string; resources?: AnyMsg[] };

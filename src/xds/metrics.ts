@@ -26,7 +26,12 @@ export interface XdsMetrics {
 }
 
 export function xdsMetrics(reg: Registry): XdsMetrics {
-  const bytes: Counter<"direction"> = counter(reg, "istio_agent_xds_proxy_bytes", "Bytes relayed by the xDS proxy (direction=upstream: Envoy to istiod; downstream: istiod to Envoy)", ["direction"]);
+  const bytes: Counter<"direction"> = counter(
+    reg,
+    "istio_agent_xds_proxy_bytes",
+    "Bytes relayed by the xDS proxy (direction=upstream: Envoy to istiod; downstream: istiod to Envoy)",
+    ["direction"],
+  );
   return {
     istiodConnectionFailures: counter(reg, "istio_agent_istiod_connection_failures", "The total number of connection failures to Istiod"),
     istiodConnectionTerminations: counter(reg, "istio_agent_istiod_connection_terminations", "The total number of connection errors to Istiod", ["type"]),

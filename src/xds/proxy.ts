@@ -23,7 +23,6 @@ import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { ids } from "../lib/log.ts";
 
-
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
   socketPath: string;
@@ -117,7 +116,12 @@ export class XdsProxy implements Component, HealthReporter {
       this.logLimit.log(this.log, "info", "stream-replaced", "new downstream stream replaces the active one");
       this.active.close({ code: Code.CANCELLED, message: "replaced by a new stream from Envoy" });
     }
-    this.logLimit.log(this.log, "info", "stream-opened", `Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; upstream ${this.o.upstream.describe} is dialed on its first request`);
+    this.logLimit.log(
+      this.log,
+      "info",
+      "stream-opened",
+      `Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; upstream ${this.o.upstream.describe} is dialed on its first request`,
+    );
     const relay = new StreamRelay(call, {
       codec: this.codec,
       internal: this.internal,

@@ -111,7 +111,9 @@ export function reflectionIndex(): ReflectionIndex {
     protobuf.parse(f.text, root, { keepCase: true });
     members.set(
       f.name,
-      root.nestedArray.flatMap(allObjects).filter((o) => !before.has(o) && (o instanceof protobuf.Type || o instanceof protobuf.Service) && !(o.parent instanceof protobuf.Type)),
+      root.nestedArray
+        .flatMap(allObjects)
+        .filter((o) => !before.has(o) && (o instanceof protobuf.Type || o instanceof protobuf.Service) && !(o.parent instanceof protobuf.Type)),
     );
   }
   root.resolveAll();

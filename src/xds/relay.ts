@@ -180,7 +180,10 @@ export class StreamRelay {
   private onRequestHeader(compressed: boolean, length: number): void {
     if (compressed) throw new FrameError("compressed request messages are not supported (grpc-encoding identity only)", 0);
     if (length > this.o.maxRequestBytes) {
-      this.close({ code: Code.RESOURCE_EXHAUSTED, message: `request of ${length} bytes exceeds the limit of ${this.o.maxRequestBytes} (ISTIO_GPRC_MAXRECVMSGSIZE)` });
+      this.close({
+        code: Code.RESOURCE_EXHAUSTED,
+        message: `request of ${length} bytes exceeds the limit of ${this.o.maxRequestBytes} (ISTIO_GPRC_MAXRECVMSGSIZE)`,
+      });
       return;
     }
     this.o.metrics.recvMax.record(length);
@@ -318,7 +321,10 @@ export class StreamRelay {
       this.sendAgentRequest({ typeUrl, versionInfo: resp.versionInfo, nonce: resp.nonce });
     } catch (e) {
       const message = errorMessage(e);
-      this.o.log.warn(`rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`, ids({ type_url: typeUrl, version: resp.versionInfo, nonce: resp.nonce }));
+      this.o.log.warn(
+        `rejecting ${typeUrl} version ${resp.versionInfo} (nonce ${resp.nonce}): ${message}`,
+        ids({ type_url: typeUrl, version: resp.versionInfo, nonce: resp.nonce }),
+      );
       this.sendAgentRequest({ typeUrl, versionInfo: this.lastAcked.get(typeUrl) ?? "", nonce: resp.nonce, error: { code: Code.INTERNAL, message } });
     }
   }
@@ -367,7 +373,8 @@ export class StreamRelay {
     // backoff, which it does on UNAVAILABLE; CANCELLED reads as "Envoy itself gave up".
     if (s.code === Code.CANCELLED) s = { code: Code.UNAVAILABLE, message: s.message || "istiod cancelled the stream" };
     if (s.code === Code.OK) this.o.logLimit.log(this.o.log, "info", "upstream-ended", "upstream stream ended by istiod");
-    else this.o.logLimit.log(this.o.log, "warn", "upstream-failed", `upstream ${established ? "terminated" : "connection failed"}: ${s.message} (code ${s.code})`);
+    else
+      this.o.logLimit.log(this.o.log, "warn", "upstream-failed", `upstream ${established ? "terminated" : "connection failed"}: ${s.message} (code ${s.code})`);
     this.close(s);
   }
 }

@@ -87,7 +87,7 @@ export function httpStatusToCode(status: number): number {
 }
 
 export function decodeGrpcMessage(m: string | string[] | undefined): string {
-  const s = Array.isArray(m) ? m[0] ?? "" : m ?? "";
+  const s = Array.isArray(m) ? (m[0] ?? "") : (m ?? "");
   try {
     return decodeURIComponent(s);
   } catch {
@@ -162,7 +162,16 @@ export class IstiodUpstream implements Upstream {
       let socket: net.Socket;
       if (c.tls) {
         const m = loadTlsMaterial(c.tls, this.files, this.now());
-        socket = tls.connect({ host, port: c.port, ca: m.ca, cert: m.cert, key: m.key, ...serverNameOptions(m.servername), ALPNProtocols: ["h2"], ...complianceTls(c.compliancePolicy) });
+        socket = tls.connect({
+          host,
+          port: c.port,
+          ca: m.ca,
+          cert: m.cert,
+          key: m.key,
+          ...serverNameOptions(m.servername),
+          ALPNProtocols: ["h2"],
+          ...complianceTls(c.compliancePolicy),
+        });
       } else {
         socket = net.connect({ host, port: c.port });
       }
@@ -239,7 +248,10 @@ export class IstiodUpstream implements Upstream {
  * server name (Node only warns), which would make every VM dialing istiod by IP fail: for an IP,
  * send no SNI and check the certificate against that IP ourselves.
  */
-export function serverNameOptions(servername: string): { servername?: string; checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined } {
+export function serverNameOptions(servername: string): {
+  servername?: string;
+  checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined;
+} {
   if (servername && isIP(servername) !== 0) return { checkServerIdentity: (_host, cert) => checkServerIdentity(servername, cert) };
   return servername ? { servername } : {};
 }

@@ -32,7 +32,10 @@ async function statusAnswers(port: number): Promise<number | string> {
 
 describe("the composition root", () => {
   test("starts the components in the declared order and returns what it bound, frozen", async () => {
-    const a = await agent({ env: { ISTIO_META_DNS_CAPTURE: "true" }, deps: { listen: { status: { hostname: "127.0.0.1", port: 0 }, dns: [{ host: "127.0.0.1", port: 0 }] } } });
+    const a = await agent({
+      env: { ISTIO_META_DNS_CAPTURE: "true" },
+      deps: { listen: { status: { hostname: "127.0.0.1", port: 0 }, dns: [{ host: "127.0.0.1", port: 0 }] } },
+    });
     const bound = await a.start;
     // Each start is asked for in Istio's order (status, DNS, SDS, xDS relay, then the Wasm
     // conversion's ECDS hook) without waiting for the previous socket; "started" lines come as each finishes.
@@ -85,7 +88,14 @@ describe("the composition root", () => {
     expect(failure[0]).toStartWith(`agent failed to start: xdsproxy: xds proxy downstream: preparing socket ${join(a.root, "etc/istio/proxy/XDS")}: `);
     expect(failure[0]).toEndWith("\tcomponent=xdsproxy");
     // The others had started; they were stopped, the later one first, each before the next.
-    expect(logged(a.lines, LIFECYCLE).filter((l) => /stopp/.test(l))).toEqual(["wasm: stopping", "wasm: stopped", "sds: stopping", "sds: stopped", "status: stopping", "status: stopped"]);
+    expect(logged(a.lines, LIFECYCLE).filter((l) => /stopp/.test(l))).toEqual([
+      "wasm: stopping",
+      "wasm: stopped",
+      "sds: stopping",
+      "sds: stopped",
+      "status: stopping",
+      "status: stopped",
+    ]);
     expect(logged(a.lines, LIFECYCLE)).not.toContain("xdsproxy: started");
     // And they are really gone: the status port is closed.
     const statusLine = logged(a.lines, /Opening status port/)[0]!;
@@ -107,7 +117,16 @@ describe("the composition root", () => {
     expect(await a.stop()).toBe(0);
     const lines = logged(a.lines);
     const stops = lines.filter((l) => LIFECYCLE.test(l) && /stopp/.test(l));
-    expect(stops).toEqual(["wasm: stopping", "wasm: stopped", "xdsproxy: stopping", "xdsproxy: stopped", "sds: stopping", "sds: stopped", "status: stopping", "status: stopped"]);
+    expect(stops).toEqual([
+      "wasm: stopping",
+      "wasm: stopped",
+      "xdsproxy: stopping",
+      "xdsproxy: stopped",
+      "sds: stopping",
+      "sds: stopped",
+      "status: stopping",
+      "status: stopped",
+    ]);
     // The status server's own last line comes between the root's two lines for it.
     const own = lines.indexOf("status\tStatus server has successfully terminated");
     expect(own).toBeGreaterThan(lines.indexOf("status: stopping"));
@@ -120,19 +139,34 @@ describe("the composition root", () => {
     const bound = await a.start;
     expect(logged(a.lines, /: starting$/)).toEqual(["status: starting", "sds: starting", "xdsproxy: starting", "wasm: starting"]);
     const lines = () => logged(a.lines);
-    for (const name of ["status", "sds", "xdsproxy", "wasm"]) expect(lines().indexOf("Starting proxy agent")).toBeGreaterThan(lines().indexOf(`${name}: started`));
+    for (const name of ["status", "sds", "xdsproxy", "wasm"])
+      expect(lines().indexOf("Starting proxy agent")).toBeGreaterThan(lines().indexOf(`${name}: started`));
     expect(bound.xdsSocket).toBe(join(a.root, "etc/istio/proxy/XDS"));
     expect(bound.sdsSocket).toBe(join(a.root, "var/run/secrets/workload-spiffe-uds/socket"));
     expect(statSync(bound.sdsSocket!).isSocket()).toBe(true);
     expect(await a.stop()).toBe(0);
     // The fake Envoy was started once and told to stop by the agent.
-    expect(a.envoyRecords().map((r) => r.event).filter((e) => e === "start" || e === "exit")).toEqual(["start", "exit"]);
+    expect(
+      a
+        .envoyRecords()
+        .map((r) => r.event)
+        .filter((e) => e === "start" || e === "exit"),
+    ).toEqual(["start", "exit"]);
     expect(existsSync(bound.sdsSocket!)).toBe(false);
     const l = lines();
     const envoyExit = l.findIndex((m) => /^envoy\tEnvoy \(pid \d+\) exited normally$/.test(m));
     expect(envoyExit).toBeGreaterThan(-1);
     expect(l.indexOf("wasm: stopping")).toBeGreaterThan(envoyExit);
-    expect(l.filter((m) => LIFECYCLE.test(m) && /stopp/.test(m))).toEqual(["wasm: stopping", "wasm: stopped", "xdsproxy: stopping", "xdsproxy: stopped", "sds: stopping", "sds: stopped", "status: stopping", "status: stopped"]);
+    expect(l.filter((m) => LIFECYCLE.test(m) && /stopp/.test(m))).toEqual([
+      "wasm: stopping",
+      "wasm: stopped",
+      "xdsproxy: stopping",
+      "xdsproxy: stopped",
+      "sds: stopping",
+      "sds: stopped",
+      "status: stopping",
+      "status: stopped",
+    ]);
   }, 20_000);
 });
 

@@ -35,7 +35,9 @@ test("the XDS socket's listener failing after start: one line naming xdsproxy, a
   const listener = (a.agent as unknown as { xds: { server: { net: EventEmitter } } }).xds.server.net;
   listener.emit("error", Object.assign(new Error("accept EMFILE"), { code: "EMFILE" }));
   const line = await eventually("the root's line", () => logged(a.lines, /^xdsproxy failed/)[0]);
-  expect(line).toBe(`xdsproxy failed: xds proxy downstream: XDS socket ${join(a.root, "etc/istio/proxy/XDS")}: accept EMFILE; the agent keeps serving without it\tcomponent=xdsproxy\tdecision=degrade`);
+  expect(line).toBe(
+    `xdsproxy failed: xds proxy downstream: XDS socket ${join(a.root, "etc/istio/proxy/XDS")}: accept EMFILE; the agent keeps serving without it\tcomponent=xdsproxy\tdecision=degrade`,
+  );
   // Still serving: the status server answers a later request, and the agent has not ended.
   const ready = await fetch(`http://127.0.0.1:${bound.status!.port}/healthz/ready`);
   expect(ready.status).toBe(200);

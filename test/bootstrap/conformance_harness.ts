@@ -142,7 +142,11 @@ type Json = Record<string, any>;
 /** The stats-matcher lists of a bootstrap, joined as the Go test does. */
 export function statsMatcherLists(b: Json): { prefixes_joined: string; suffixes_joined: string; regexps_joined: string } {
   const patterns: Json[] = b.stats_config?.stats_matcher?.inclusion_list?.patterns ?? [];
-  const pick = (f: (p: Json) => string | undefined) => patterns.map(f).filter((x): x is string => !!x).join(",");
+  const pick = (f: (p: Json) => string | undefined) =>
+    patterns
+      .map(f)
+      .filter((x): x is string => !!x)
+      .join(",");
   return { prefixes_joined: pick((p) => p.prefix), suffixes_joined: pick((p) => p.suffix), regexps_joined: pick((p) => p.safe_regex?.regex) };
 }
 

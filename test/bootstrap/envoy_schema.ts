@@ -121,7 +121,8 @@ export class EnvoySchema {
     const rt = field.resolvedType;
     if (rt instanceof protobuf.Type) return this.message(rt, v, path, errors);
     if (rt instanceof protobuf.Enum) {
-      if (typeof v === "string" ? !(v in rt.values) : !Number.isInteger(v)) errors.push(`${path}: ${JSON.stringify(v)} is not a value of ${rt.fullName.slice(1)}`);
+      if (typeof v === "string" ? !(v in rt.values) : !Number.isInteger(v))
+        errors.push(`${path}: ${JSON.stringify(v)} is not a value of ${rt.fullName.slice(1)}`);
       return;
     }
     scalar(field.type, v, path, errors);

@@ -47,9 +47,9 @@ describe("output and printing", () => {
     ["{{.m}}", "map[C:3 a:2 b:1]"],
     ["{{.f}} {{.half}} {{1.5}} {{1e6}} {{123456.0}} {{0.00001}}", "1e+06 0.5 1.5 1e+06 123456 1e-05"],
     ["{{.dur}}", "10s"],
-    ["{{.st}} {{.st.Name}}", "{x 80}"+" x"],
+    ["{{.st}} {{.st.Name}}", "{x 80}" + " x"],
     ["{{ 'a' }} {{ 0x1F }} {{ 1_000 }} {{ -3 }}", "97 31 1000 -3"],
-    ["{{`raw\\n`}} {{\"esc\\t|\"}}", "raw\\n esc\t|"],
+    ['{{`raw\\n`}} {{"esc\\t|"}}', "raw\\n esc\t|"],
   ])("%s", (tmpl, want) => {
     expect(run(tmpl)).toBe(want);
   });
@@ -96,12 +96,12 @@ describe("variables, pipelines and nested templates", () => {
   test.each([
     ["{{$x := 1}}{{$x = 2}}{{$x}}", "2"],
     ["{{$x := .s}}{{range .list}}{{$x}}{{end}}", "strstrstr"],
-    ["{{$sep := \"\"}}{{range .strs}}{{$sep}}{{.}}{{$sep = \",\"}}{{end}}", "a,b"],
-    ["{{\"abc\" | printf \"%s-%s\" \"x\"}}", "x-abc"],
+    ['{{$sep := ""}}{{range .strs}}{{$sep}}{{.}}{{$sep = ","}}{{end}}', "a,b"],
+    ['{{"abc" | printf "%s-%s" "x"}}', "x-abc"],
     ["{{.list | len}} {{(len .list)}} {{len .m}}", "3 3 3"],
-    ["{{(index .nested \"inner\").v}}", "deep"],
-    ["{{define \"t\"}}[{{.}}]{{end}}{{template \"t\" 5}}{{template \"t\" .s}}", "[5][str]"],
-    ["{{block \"b\" .s}}<{{.}}>{{end}}", "<str>"],
+    ['{{(index .nested "inner").v}}', "deep"],
+    ['{{define "t"}}[{{.}}]{{end}}{{template "t" 5}}{{template "t" .s}}', "[5][str]"],
+    ['{{block "b" .s}}<{{.}}>{{end}}', "<str>"],
   ])("%s", (tmpl, want) => {
     expect(run(tmpl)).toBe(want);
   });
@@ -109,33 +109,36 @@ describe("variables, pipelines and nested templates", () => {
 
 describe("functions", () => {
   test.each([
-    ["{{eq 2 1 2}} {{eq .s \"str\"}} {{ne 1 2}} {{eq .missing \"x\"}} {{eq .n .missing}}", "true true true false true"],
-    ["{{lt 1 2}} {{le 2 2}} {{gt \"b\" \"a\"}} {{ge 1 2}}", "true true true false"],
-    ["{{and 1 0 2}}|{{and 1 2}}|{{or 0 \"\" \"x\"}}|{{or 0 \"\"}}|{{not .missing}}", "0|2|x||true"],
+    ['{{eq 2 1 2}} {{eq .s "str"}} {{ne 1 2}} {{eq .missing "x"}} {{eq .n .missing}}', "true true true false true"],
+    ['{{lt 1 2}} {{le 2 2}} {{gt "b" "a"}} {{ge 1 2}}', "true true true false"],
+    ['{{and 1 0 2}}|{{and 1 2}}|{{or 0 "" "x"}}|{{or 0 ""}}|{{not .missing}}', "0|2|x||true"],
     ["{{or 1 (index .list 10)}}", "1"],
-    ["{{len \"héllo\"}} {{index .list 1}} {{index .m \"a\"}} {{index .m \"nope\"}}", "6 2 2 <nil>"],
-    ["{{slice .list 1}} {{slice \"hello\" 1 3}}", "[2 3] el"],
-    ["{{print 1 2 \"a\" 3}}|{{println 1 \"a\"}}", "1 2a3|1 a\n"],
-    ["{{printf \"%d|%5s|%-4d|%x|%q|%v|%t|%05.2f|%s\" 42 \"ab\" 7 255 \"q\\\"\" .list true 3.14159 .missing}}", '42|   ab|7   |ff|"q\\""|[1 2 3]|true|03.14|%!s(<nil>)'],
-    ["{{printf \"%d %d\" 1}} {{printf \"%d\" 1 2}} {{printf \"%d\" \"x\"}}", "1 %!d(MISSING) 1%!(EXTRA int=2) %!d(string=x)"],
-    ["{{js \"a'b\\\"<>&=\\\\\"}}", "a\\'b\\\"\\u003C\\u003E\\u0026\\u003D\\\\"],
-    ["{{js \"vhost\\\\..*\"}}", "vhost\\\\..*"],
-    ["{{html \"<a href='x'>&\\\"\"}} {{urlquery \"a b&c=d/é\"}}", "&lt;a href=&#39;x&#39;&gt;&amp;&#34; a+b%26c%3Dd%2F%C3%A9"],
+    ['{{len "héllo"}} {{index .list 1}} {{index .m "a"}} {{index .m "nope"}}', "6 2 2 <nil>"],
+    ['{{slice .list 1}} {{slice "hello" 1 3}}', "[2 3] el"],
+    ['{{print 1 2 "a" 3}}|{{println 1 "a"}}', "1 2a3|1 a\n"],
+    [
+      '{{printf "%d|%5s|%-4d|%x|%q|%v|%t|%05.2f|%s" 42 "ab" 7 255 "q\\"" .list true 3.14159 .missing}}',
+      '42|   ab|7   |ff|"q\\""|[1 2 3]|true|03.14|%!s(<nil>)',
+    ],
+    ['{{printf "%d %d" 1}} {{printf "%d" 1 2}} {{printf "%d" "x"}}', "1 %!d(MISSING) 1%!(EXTRA int=2) %!d(string=x)"],
+    ['{{js "a\'b\\"<>&=\\\\"}}', "a\\'b\\\"\\u003C\\u003E\\u0026\\u003D\\\\"],
+    ['{{js "vhost\\\\..*"}}', "vhost\\\\..*"],
+    ['{{html "<a href=\'x\'>&\\""}} {{urlquery "a b&c=d/é"}}', "&lt;a href=&#39;x&#39;&gt;&amp;&#34; a+b%26c%3Dd%2F%C3%A9"],
   ])("%s", (tmpl, want) => {
     expect(run(tmpl)).toBe(want);
   });
 
   test.each([
     ["{{toJson .m}}", '{"C":3,"a":2,"b":1}'],
-    ["{{toJSON .missing}} {{toJSON .strs}}", "{} [\"a\",\"b\"]"],
-    ["{{toJson \"<&>\"}}", '"\\u003c\\u0026\\u003e"'],
-    ["{{default \"d\" .missing}} {{default \"d\" .s}} {{empty .zero}} {{coalesce .zero .s}}", "d str true str"],
-    ["{{ternary \"y\" \"n\" .t}} {{upper .s}} {{trimPrefix \"s\" .s}} {{replace \"t\" \"T\" .s}}", "y STR tr sTr"],
-    ["{{join \",\" .strs}} {{splitList \",\" \"x,y\"}} {{list 1 \"a\"}} {{has \"b\" .strs}}", "a,b [x y] [1 a] true"],
-    ["{{$d := dict \"k\" \"v\"}}{{get $d \"k\"}} {{hasKey $d \"k\"}} {{keys .m}}", "v true [C a b]"],
+    ["{{toJSON .missing}} {{toJSON .strs}}", '{} ["a","b"]'],
+    ['{{toJson "<&>"}}', '"\\u003c\\u0026\\u003e"'],
+    ['{{default "d" .missing}} {{default "d" .s}} {{empty .zero}} {{coalesce .zero .s}}', "d str true str"],
+    ['{{ternary "y" "n" .t}} {{upper .s}} {{trimPrefix "s" .s}} {{replace "t" "T" .s}}', "y STR tr sTr"],
+    ['{{join "," .strs}} {{splitList "," "x,y"}} {{list 1 "a"}} {{has "b" .strs}}', "a,b [x y] [1 a] true"],
+    ['{{$d := dict "k" "v"}}{{get $d "k"}} {{hasKey $d "k"}} {{keys .m}}', "v true [C a b]"],
     ["{{add 1 2 3}} {{sub 5 2}} {{mul 2 3}} {{div 7 2}} {{mod 7 2}} {{max 1 9 3}}", "6 3 6 3 1 9"],
-    ["{{quote .s 1}} {{squote .s}} {{indent 2 \"a\\nb\"}} {{b64enc \"hi\"}} {{env \"HOME\"}}", "\"str\" \"1\" 'str'   a\n  b aGk= /root"],
-    ["{{typeOf .s}} {{kindOf .m}} {{kindIs \"slice\" .list}} {{regexMatch \"^s.r$\" .s}}", "string map true true"],
+    ['{{quote .s 1}} {{squote .s}} {{indent 2 "a\\nb"}} {{b64enc "hi"}} {{env "HOME"}}', '"str" "1" \'str\'   a\n  b aGk= /root'],
+    ['{{typeOf .s}} {{kindOf .m}} {{kindIs "slice" .list}} {{regexMatch "^s.r$" .s}}', "string map true true"],
   ])("sprig %s", (tmpl, want) => {
     expect(run(tmpl)).toBe(want);
   });
@@ -169,7 +172,7 @@ describe("errors name file, line and column", () => {
     ["{{.n.x}}", 1, 3, "nil pointer evaluating interface {}.x"],
     ["x\n  {{.s.x}}", 2, 5, "can't evaluate field x in type string"],
     ["{{.st.Missing}}", 1, 3, "can't evaluate field Missing in type main.T"],
-    ["{{eq 1 \"a\"}}", 1, 3, "error calling eq: incompatible types for comparison"],
+    ['{{eq 1 "a"}}', 1, 3, "error calling eq: incompatible types for comparison"],
     ["{{lt true false}}", 1, 3, "error calling lt: invalid type for comparison"],
     ["{{len 3}}", 1, 3, "error calling len: len of type int"],
     ["{{index .list 5}}", 1, 3, "error calling index: index out of range: 5"],
@@ -178,7 +181,7 @@ describe("errors name file, line and column", () => {
     ["{{nil}}", 1, 3, "nil is not a command"],
     ["{{.m.a 1}}", 1, 3, "a is not a method but has arguments"],
     ["{{range .s}}{{end}}", 1, 9, "range can't iterate over str"],
-    ["{{template \"nope\"}}", 1, 3, 'template "nope" not defined'],
+    ['{{template "nope"}}', 1, 3, 'template "nope" not defined'],
     ["{{printf 1}}", 1, 3, "wrong type for value; expected string; got int"],
   ])("exec: %j", (tmpl, line, col, msg) => {
     const e = fail(tmpl);

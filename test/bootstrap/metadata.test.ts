@@ -39,7 +39,7 @@ describe("buildNodeMetadata", () => {
     const md = buildNodeMetadata(
       inputs({
         proxyConfig: { proxyMetadata: { ISTIO_META_NETWORK: "from-pc", ISTIO_META_FOO: "pc", OTHER: "ignored" } },
-        envs: ["ISTIO_META_NETWORK=net1", "ISTIO_META_DNS_CAPTURE=1", "ISTIO_META_ENABLE_HBONE=false", "ISTIO_METAJSON_X={\"k\":\"v\",\"n\":2}", "PATH=/bin"],
+        envs: ["ISTIO_META_NETWORK=net1", "ISTIO_META_DNS_CAPTURE=1", "ISTIO_META_ENABLE_HBONE=false", 'ISTIO_METAJSON_X={"k":"v","n":2}', "PATH=/bin"],
         dnsProxyAddr: "localhost:15053",
       }),
     );
@@ -67,7 +67,9 @@ describe("buildNodeMetadata", () => {
       }),
     );
     expect(node.locality).toEqual({ region: "r", zone: "z", subZone: "s" });
-    const md = buildNodeMetadata(inputs({ envs: ['ISTIO_METAJSON_LABELS={"app":"a","istio-locality":"r.z.s"}', "POD_NAME=p", "POD_NAMESPACE=ns", "SERVICE_ACCOUNT=sa"] }));
+    const md = buildNodeMetadata(
+      inputs({ envs: ['ISTIO_METAJSON_LABELS={"app":"a","istio-locality":"r.z.s"}', "POD_NAME=p", "POD_NAMESPACE=ns", "SERVICE_ACCOUNT=sa"] }),
+    );
     // LABELS and STATIC_LABELS are one map in Istio, so both see the rewrite.
     expect(md.LABELS).toEqual({ app: "a", "istio-locality": "r/z/s" });
     expect(md.STATIC_LABELS).toEqual({ app: "a", "istio-locality": "r/z/s" });
@@ -91,7 +93,13 @@ describe("buildNodeMetadata", () => {
       }),
     );
     expect(node.locality).toEqual({ region: "us", zone: "us-1", subZone: "" });
-    const md = buildNodeMetadata(inputs({ platform: { isKubernetes: false, labels: { vm: "yes" }, metadata: { gcp_project: "p" } }, podAnnotations: { "a/b": "c" }, credentialSocketExists: true }));
+    const md = buildNodeMetadata(
+      inputs({
+        platform: { isKubernetes: false, labels: { vm: "yes" }, metadata: { gcp_project: "p" } },
+        podAnnotations: { "a/b": "c" },
+        credentialSocketExists: true,
+      }),
+    );
     expect(md.STATIC_LABELS).toEqual({ vm: "yes" });
     expect(md.PLATFORM_METADATA).toEqual({ gcp_project: "p" });
     expect(md.ANNOTATIONS).toEqual({ "a/b": "c" });
@@ -125,7 +133,7 @@ describe("buildNodeMetadata", () => {
 });
 
 describe("downward API files", () => {
-  test("key=\"Go-quoted\" lines, lines without = skipped", () => {
+  test('key="Go-quoted" lines, lines without = skipped', () => {
     const text = 'app="reviews"\nistio.io/x="{\\"paths\\":[\\"/m\\"]}"\n\nnote="tab\\tand \\u00e9"\ngarbage\n';
     expect(parseDownwardApi(text)).toEqual({ app: "reviews", "istio.io/x": '{"paths":["/m"]}', note: "tab\tand é" });
   });

@@ -46,13 +46,21 @@ describe("built-in default template", () => {
 
   test("every optional section of the default template still validates", async () => {
     const root = fresh("default-all");
-    const cfg = typicalAgentConfig(root, { ISTIO_META_ENABLE_HBONE: "true", ISTIO_DUAL_STACK: "true", ISTIO_META_LOAD_STATS_CONFIG_JSON: '{"api_type":"GRPC","grpc_services":[{"envoy_grpc":{"cluster_name":"xds-grpc"}}]}' });
+    const cfg = typicalAgentConfig(root, {
+      ISTIO_META_ENABLE_HBONE: "true",
+      ISTIO_DUAL_STACK: "true",
+      ISTIO_META_LOAD_STATS_CONFIG_JSON: '{"api_type":"GRPC","grpc_services":[{"envoy_grpc":{"cluster_name":"xds-grpc"}}]}',
+    });
     cfg.node.ips = ["10.44.0.17", "fd00::17"];
     cfg.annotations["sidecar.istio.io/statsHistogramBuckets"] = '{"cluster_manager":[1,5,10]}';
     cfg.annotations["sidecar.istio.io/statsFlushInterval"] = "10s";
     cfg.annotations["sidecar.istio.io/statsEvictionInterval"] = "20s";
     cfg.annotations["sidecar.istio.io/extraStatTags"] = "my_tag";
-    cfg.proxyConfig = { ...cfg.proxyConfig, statsdUdpAddress: "10.0.0.9:9125", tracing: { zipkin: { address: "zipkin:9411" }, tlsSettings: { mode: "ISTIO_MUTUAL" } } };
+    cfg.proxyConfig = {
+      ...cfg.proxyConfig,
+      statsdUdpAddress: "10.0.0.9:9125",
+      tracing: { zipkin: { address: "zipkin:9411" }, tlsSettings: { mode: "ISTIO_MUTUAL" } },
+    };
     cfg.flags.outlierLogPath = "/dev/stdout";
     const r = await writeBootstrap(cfg, { customCredentialsFileExists: true, logAsJson: true });
     const json = JSON.parse(readFileSync(r.path, "utf8"));
@@ -153,7 +161,12 @@ describe("gRPC proxyless bootstrap", () => {
     expect(json.node.metadata.PROXY_CONFIG.discoveryAddress).toBe("istiod.istio-system.svc:15012");
     expect(json.certificate_providers.default).toEqual({
       plugin_name: "file_watcher",
-      config: { certificate_file: "/etc/certs/cert-chain.pem", private_key_file: "/etc/certs/key.pem", ca_certificate_file: "/etc/certs/root-cert.pem", refresh_interval: "900s" },
+      config: {
+        certificate_file: "/etc/certs/cert-chain.pem",
+        private_key_file: "/etc/certs/key.pem",
+        ca_certificate_file: "/etc/certs/root-cert.pem",
+        refresh_interval: "900s",
+      },
     });
     expect(json.server_listener_resource_name_template).toBe("xds.istio.io/grpc/lds/inbound/%s");
   });
@@ -177,7 +190,14 @@ describe("gRPC proxyless bootstrap", () => {
       xds_servers: [{ server_uri: "unix:///etc/istio/XDS", channel_creds: [{ type: "insecure" }], server_features: ["xds_v3"] }],
       node: {
         id: "sidecar~127.0.0.1~pod1.fake-namespace~fake-namespace.svc.cluster.local",
-        metadata: { GENERATOR: "grpc", INSTANCE_IPS: "127.0.0.1", ISTIO_VERSION: "version", METADATA_DISCOVERY: "false", PILOT_SAN: ["istiod.istio-system.svc"], WORKLOAD_IDENTITY_SOCKET_FILE: "socket" },
+        metadata: {
+          GENERATOR: "grpc",
+          INSTANCE_IPS: "127.0.0.1",
+          ISTIO_VERSION: "version",
+          METADATA_DISCOVERY: "false",
+          PILOT_SAN: ["istiod.istio-system.svc"],
+          WORKLOAD_IDENTITY_SOCKET_FILE: "socket",
+        },
         locality: {},
         UserAgentVersionType: null,
       },

@@ -22,8 +22,22 @@ let retries = 0;
 
 function client(over: Partial<ConstructorParameters<typeof IstioCaClient>[0]> = {}, timeout?: number): IstioCaClient {
   return new IstioCaClient(
-    { address: ca.address, tls: true, rootCertPath: join(dir, "root.pem"), serverName: "istiod.istio-system.svc", headers: { ClusterID: "Kubernetes", Foo: "bar" }, csrMetadata: { CertSigner: "signer-a" }, ...over },
-    { tokens: new FileTokenSource(join(dir, "token")), sleep: async (ms) => (sleeps.push(ms), true), random: () => 0.5, onRetry: () => retries++, ...(timeout ? { attemptTimeoutMs: timeout } : {}) },
+    {
+      address: ca.address,
+      tls: true,
+      rootCertPath: join(dir, "root.pem"),
+      serverName: "istiod.istio-system.svc",
+      headers: { ClusterID: "Kubernetes", Foo: "bar" },
+      csrMetadata: { CertSigner: "signer-a" },
+      ...over,
+    },
+    {
+      tokens: new FileTokenSource(join(dir, "token")),
+      sleep: async (ms) => (sleeps.push(ms), true),
+      random: () => 0.5,
+      onRetry: () => retries++,
+      ...(timeout ? { attemptTimeoutMs: timeout } : {}),
+    },
   );
 }
 

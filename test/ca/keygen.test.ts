@@ -25,7 +25,10 @@ describe("keyOptionsFromEnv", () => {
   test.each([
     [{}, { algorithm: "RSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }],
     [{ ECC_SIGNATURE_ALGORITHM: "ECDSA" }, { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }],
-    [{ ECC_SIGNATURE_ALGORITHM: "ECDSA", ECC_CURVE: "P384", PKCS8_KEY: true }, { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P384", pkcs8: true }],
+    [
+      { ECC_SIGNATURE_ALGORITHM: "ECDSA", ECC_CURVE: "P384", PKCS8_KEY: true },
+      { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P384", pkcs8: true },
+    ],
     [{ WORKLOAD_RSA_KEY_SIZE: 4096 }, { algorithm: "RSA", rsaKeySize: 4096, curve: "P256", pkcs8: false }],
   ])("%j", (env, want) => {
     expect(keyOptionsFromEnv({ ...base, ...env })).toEqual(want as KeyOptions);

@@ -128,7 +128,9 @@ describe("PEM helpers: more", () => {
 });
 
 describe("lazySigner", () => {
-  const noClose = (counter: { builds: number }): (() => Promise<CertificateSigner>) => async () => (counter.builds++, { name: "inner", sign: async () => ["leaf", "root"] });
+  const noClose =
+    (counter: { builds: number }): (() => Promise<CertificateSigner>) =>
+    async () => (counter.builds++, { name: "inner", sign: async () => ["leaf", "root"] });
 
   test("prepare() alone starts the build, once", async () => {
     const c = { builds: 0 };

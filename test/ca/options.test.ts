@@ -1,7 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { caClientOptions, hostOf, rootCertForCa, type CaEnv } from "../../src/ca/options.ts";
 
-const env = (over: Partial<CaEnv> = {}): CaEnv => ({ CA_ADDR: "", CA_ROOT_CA: "", ISTIOD_SAN: "", PILOT_CERT_PROVIDER: "istiod", PROV_CERT: "", ISTIO_META_CLUSTER_ID: "", ISTIO_META_CERT_SIGNER: "", ...over });
+const env = (over: Partial<CaEnv> = {}): CaEnv => ({
+  CA_ADDR: "",
+  CA_ROOT_CA: "",
+  ISTIOD_SAN: "",
+  PILOT_CERT_PROVIDER: "istiod",
+  PROV_CERT: "",
+  ISTIO_META_CLUSTER_ID: "",
+  ISTIO_META_CERT_SIGNER: "",
+  ...over,
+});
 
 describe("rootCertForCa (Istio's order)", () => {
   test.each([
@@ -17,7 +26,12 @@ describe("rootCertForCa (Istio's order)", () => {
 describe("caClientOptions", () => {
   test("defaults to the discovery address with TLS, server name from the host", () => {
     const o = caClientOptions(env(), {}, "istiod.istio-system.svc:15012", "/r");
-    expect(o).toMatchObject({ address: "istiod.istio-system.svc:15012", tls: true, serverName: "istiod.istio-system.svc", rootCertPath: "/r/var/run/secrets/istio/root-cert.pem" });
+    expect(o).toMatchObject({
+      address: "istiod.istio-system.svc:15012",
+      tls: true,
+      serverName: "istiod.istio-system.svc",
+      rootCertPath: "/r/var/run/secrets/istio/root-cert.pem",
+    });
     expect(o.csrMetadata).toBeUndefined();
   });
   test("port 15010 is plaintext", () => {
@@ -30,7 +44,11 @@ describe("caClientOptions", () => {
     expect(caClientOptions(env({ ISTIOD_SAN: "istiod.custom", CA_ADDR: "ca.example:443" }), {}, "x:15012").serverName).toBe("ca.example");
   });
   test("headers: ClusterID and CA_HEADER_*; CertSigner metadata; PROV_CERT client cert", () => {
-    const o = caClientOptions(env({ ISTIO_META_CLUSTER_ID: "c1", ISTIO_META_CERT_SIGNER: "s", PROV_CERT: "/etc/certs" }), { CA_HEADER_X_Tenant: "t1", CA_HEADER_: "ignored", OTHER: "no" }, "a:15012");
+    const o = caClientOptions(
+      env({ ISTIO_META_CLUSTER_ID: "c1", ISTIO_META_CERT_SIGNER: "s", PROV_CERT: "/etc/certs" }),
+      { CA_HEADER_X_Tenant: "t1", CA_HEADER_: "ignored", OTHER: "no" },
+      "a:15012",
+    );
     expect(o.headers).toEqual({ ClusterID: "c1", X_Tenant: "t1" });
     expect(o.csrMetadata).toEqual({ CertSigner: "s" });
     expect(o.clientCertPath).toBe("/etc/certs/cert-chain.pem");

@@ -28,7 +28,9 @@ describe("compiled agent", () => {
     const r = run(["version", "-o", "json"]);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out);
-    const head = Bun.spawnSync(["git", "rev-parse", "--short=12", "HEAD"], { cwd: import.meta.dir }).stdout.toString().trim();
+    const head = Bun.spawnSync(["git", "rev-parse", "--short=12", "HEAD"], { cwd: import.meta.dir })
+      .stdout.toString()
+      .trim();
     expect(doc.clientVersion.revision).toBe(head);
     expect(doc.clientVersion.version).toMatch(/^\d+\.\d+\.\d+/);
   });
@@ -61,7 +63,13 @@ describe("compiled agent", () => {
         INSTANCE_IP: "10.9.8.7",
         DISABLE_ENVOY: "true",
         CA_ROOT_CA: "SYSTEM",
-        PROXY_CONFIG: JSON.stringify({ drainDuration: "7s", statusPort: 15999, discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", proxyMetadata: { SECRET_TOKEN: "hunter2" } }),
+        PROXY_CONFIG: JSON.stringify({
+          drainDuration: "7s",
+          statusPort: 15999,
+          discoveryAddress: "127.0.0.1:1",
+          controlPlaneAuthPolicy: "NONE",
+          proxyMetadata: { SECRET_TOKEN: "hunter2" },
+        }),
       },
     });
     await agent.waitFor(/Agent started/);

@@ -43,7 +43,9 @@ describe("the CLI behaves like cobra's", () => {
   test("help alone and --help print the root help listing every command, cobra-padded", async () => {
     const r = await cli(["help"]);
     expect(r.out).toBe((await cli(["--help"])).out);
-    expect(r.out).toContain("Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  help        Help about any command\n");
+    expect(r.out).toContain(
+      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  help        Help about any command\n",
+    );
     expect(r.out).toContain("  wait        Waits until the Envoy proxy is ready\n");
   });
 
@@ -101,7 +103,11 @@ describe("completion scripts complete in the real shells", () => {
     try {
       const ask = (line: string) => {
         const words = line.split(" ");
-        return sh(["bash", "-c", `source ${s.path}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _agent_complete; echo "\${COMPREPLY[*]}"; complete -p pilot-agent`]);
+        return sh([
+          "bash",
+          "-c",
+          `source ${s.path}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _agent_complete; echo "\${COMPREPLY[*]}"; complete -p pilot-agent`,
+        ]);
       };
       expect(ask("agent pr")).toStartWith("proxy\n");
       expect(ask("agent re")).toStartWith("request\n");
@@ -132,7 +138,12 @@ describe("completion scripts complete in the real shells", () => {
       expect(sh(["zsh", "-n", s.path])).toBe("");
       // Outside a completion widget, stand in for compdef/_describe and call the function as zsh would.
       const ask = (line: string) =>
-        sh(["zsh", "-f", "-c", `compdef() { print -r -- "compdef $*" }; _describe() { local n=\${@[-1]}; print -rl -- "\${(@P)n}" }; source ${s.path}; words=(${line}); CURRENT=\${#words}; _agent`]);
+        sh([
+          "zsh",
+          "-f",
+          "-c",
+          `compdef() { print -r -- "compdef $*" }; _describe() { local n=\${@[-1]}; print -rl -- "\${(@P)n}" }; source ${s.path}; words=(${line}); CURRENT=\${#words}; _agent`,
+        ]);
       expect(ask("agent wai")).toContain("wait:Waits until the Envoy proxy is ready\n");
       expect(ask("agent request --d")).toContain("--debug-port:Set the port to make a local request to. The default points to the Envoy admin API.\n");
       expect(ask("agent proxy x")).toBe("compdef _agent agent pilot-agent\nsidecar\nrouter\nwaypoint\nztunnel\nagentgateway\n");

@@ -64,9 +64,14 @@ describe("errors Istio treats as fatal at start", () => {
 
   test("a Prometheus scrape port equal to the status port stops the agent naming ISTIO_PROMETHEUS_ANNOTATIONS", async () => {
     const statusPort = await freePort();
-    const bad = await runAgent({ CA_ROOT_CA: "SYSTEM", ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({ scrape: "true", port: String(statusPort) }) }, { statusPort });
+    const bad = await runAgent(
+      { CA_ROOT_CA: "SYSTEM", ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({ scrape: "true", port: String(statusPort) }) },
+      { statusPort },
+    );
     expect(bad.code).toBe(255);
-    expect(bad.out).toContain(`ISTIO_PROMETHEUS_ANNOTATIONS port: invalid prometheus scrape configuration: application port is the same as agent port (${statusPort})`);
+    expect(bad.out).toContain(
+      `ISTIO_PROMETHEUS_ANNOTATIONS port: invalid prometheus scrape configuration: application port is the same as agent port (${statusPort})`,
+    );
     const good = await runAgent({ CA_ROOT_CA: "SYSTEM", ISTIO_PROMETHEUS_ANNOTATIONS: JSON.stringify({ scrape: "true", port: "9090" }) });
     expect(good.code).toBeNull();
   }, 30_000);

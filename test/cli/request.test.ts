@@ -42,10 +42,10 @@ describe("request sends the method and body as given and always ends with a newl
     seen.length = 0;
     reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     const { io: cli, out } = io();
-    expect(await runRequest(["get", "/config_dump", "{\"a\":1}"], cli, toTestServer)).toBe(0);
+    expect(await runRequest(["get", "/config_dump", '{"a":1}'], cli, toTestServer)).toBe(0);
     expect(seen[0]!.startsWith("get /config_dump HTTP/1.1\r\n")).toBe(true);
     expect(seen[0]!).toContain("\r\nContent-Length: 7\r\n");
-    expect(seen[0]!.endsWith("\r\n\r\n{\"a\":1}")).toBe(true);
+    expect(seen[0]!.endsWith('\r\n\r\n{"a":1}')).toBe(true);
     expect(out.join("")).toBe("ok\n");
   });
 
@@ -74,7 +74,9 @@ describe("request sends the method and body as given and always ends with a newl
 
   test("debug port outside the allowed list is refused", async () => {
     const { io: cli } = io();
-    await expect(runRequest(["GET", "x", "--debug-port", "8080"], cli, toTestServer)).rejects.toThrow("debug port 8080 is not in allowed list [15000 15004 15020 15021]");
+    await expect(runRequest(["GET", "x", "--debug-port", "8080"], cli, toTestServer)).rejects.toThrow(
+      "debug port 8080 is not in allowed list [15000 15004 15020 15021]",
+    );
   });
 
   test("fewer than two args is cobra's MinimumNArgs error", async () => {
@@ -84,7 +86,9 @@ describe("request sends the method and body as given and always ends with a newl
 
   test("response larger than the cap is refused, naming the cap", async () => {
     reply = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + "x".repeat(100);
-    await expect(localRequest({ host: "127.0.0.1", port, method: "GET", path: "", body: "", timeoutMs: 5000, maxBytes: 64 })).rejects.toThrow("response larger than 64 bytes");
+    await expect(localRequest({ host: "127.0.0.1", port, method: "GET", path: "", body: "", timeoutMs: 5000, maxBytes: 64 })).rejects.toThrow(
+      "response larger than 64 bytes",
+    );
   });
 
   test("truncated bodies are errors", () => {

@@ -17,7 +17,9 @@ function run(args: string[]): string {
 // (keys sorted) + Println's newline.
 describe("version output in Istio's shape", () => {
   test("default: client version: version.BuildInfo{...}", () => {
-    expect(run([])).toBe('client version: version.BuildInfo{Version:"1.4.0", GitRevision:"0123456789ab", GolangVersion:"bun1.4.5", BuildStatus:"Clean", GitTag:"1.4.0", IstioVersion:"1.32.0", IstioRevision:"86c9f01fd735"}\n');
+    expect(run([])).toBe(
+      'client version: version.BuildInfo{Version:"1.4.0", GitRevision:"0123456789ab", GolangVersion:"bun1.4.5", BuildStatus:"Clean", GitTag:"1.4.0", IstioVersion:"1.32.0", IstioRevision:"86c9f01fd735"}\n',
+    );
   });
 
   test("--short and -s: client version: <version>", () => {
@@ -32,7 +34,9 @@ describe("version output in Istio's shape", () => {
   });
 
   test("-o yaml: sorted keys and the trailing blank line", () => {
-    expect(run(["--output=yaml"])).toBe("clientVersion:\n  golang_version: bun1.4.5\n  istio_revision: 86c9f01fd735\n  istio_version: 1.32.0\n  revision: 0123456789ab\n  runtime_version: bun1.4.5\n  status: Clean\n  tag: 1.4.0\n  version: 1.4.0\n\n");
+    expect(run(["--output=yaml"])).toBe(
+      "clientVersion:\n  golang_version: bun1.4.5\n  istio_revision: 86c9f01fd735\n  istio_version: 1.32.0\n  revision: 0123456789ab\n  runtime_version: bun1.4.5\n  status: Clean\n  tag: 1.4.0\n  version: 1.4.0\n\n",
+    );
   });
 
   test("bad --output is Istio's error", () => {

@@ -107,6 +107,8 @@ export const GRPC_AGENT: InjectedProxy = {
 
 /** The Downward API files the templates mount at /etc/istio/pod. */
 export const POD_INFO_FILES: Record<string, string> = {
-  "etc/istio/pod/labels": 'app="greeter"\npod-template-hash="7d9f8b6c5d"\nservice.istio.io/canonical-name="greeter"\nservice.istio.io/canonical-revision="latest"\nsecurity.istio.io/tlsMode="istio"',
-  "etc/istio/pod/annotations": 'kubernetes.io/config.source="api"\nistio.io/rev="default"\nsidecar.istio.io/status="{\\"initContainers\\":[\\"istio-init\\"],\\"containers\\":[\\"istio-proxy\\"]}"',
+  "etc/istio/pod/labels":
+    'app="greeter"\npod-template-hash="7d9f8b6c5d"\nservice.istio.io/canonical-name="greeter"\nservice.istio.io/canonical-revision="latest"\nsecurity.istio.io/tlsMode="istio"',
+  "etc/istio/pod/annotations":
+    'kubernetes.io/config.source="api"\nistio.io/rev="default"\nsidecar.istio.io/status="{\\"initContainers\\":[\\"istio-init\\"],\\"containers\\":[\\"istio-proxy\\"]}"',
 };

@@ -31,14 +31,23 @@ async function runTemplate(p: InjectedProxy): Promise<void> {
     files: POD_INFO_FILES,
   });
   const pod = mesh.pod;
-  const ready = await until(pod, `${p.template}: GET /healthz/ready answers 200`, async () => {
-    const r = await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`);
-    return r.status === 200 ? r : undefined;
-  }, 20_000);
+  const ready = await until(
+    pod,
+    `${p.template}: GET /healthz/ready answers 200`,
+    async () => {
+      const r = await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`);
+      return r.status === 200 ? r : undefined;
+    },
+    20_000,
+  );
   expect(ready.status).toBe(200);
 
   // The postStart hook (grpc-agent; sidecar with holdApplicationUntilProxyStarts) must return.
-  const wait = Bun.spawn([pod.box.bin, "wait", `--url=http://localhost:${pod.statusPort}/healthz/ready`, "--timeoutSeconds=20"], { cwd: pod.box.dir, stdout: "pipe", stderr: "pipe" });
+  const wait = Bun.spawn([pod.box.bin, "wait", `--url=http://localhost:${pod.statusPort}/healthz/ready`, "--timeoutSeconds=20"], {
+    cwd: pod.box.dir,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   expect(await wait.exited).toBe(0);
   expect(await new Response(wait.stdout).text()).toContain("Envoy is ready!");
 

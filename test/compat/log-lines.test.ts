@@ -58,7 +58,9 @@ describe("log lines operators search for, in Istio's words, from the compiled ag
   test("a sidecar's start, CA and discovery lines, readiness and termination", async () => {
     mesh = await startMesh(greeterTable(1), { env: { ISTIO_META_CLUSTER_ID: "Kubernetes", E2E_ENVOY_XDS: "1" } });
     const pod = mesh.pod;
-    await until(pod, "GET /healthz/ready answers 200", async () => ((await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined));
+    await until(pod, "GET /healthz/ready answers 200", async () =>
+      (await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined,
+    );
     await pod.agent.waitFor(/Readiness succeeded in \d/);
     pod.agent.proc.kill("SIGTERM");
     expect(await pod.waitExit(20_000)).toBe(0);
@@ -71,7 +73,14 @@ describe("log lines operators search for, in Istio's words, from the compiled ag
   async function envoyThatEnds(env: Record<string, string>): Promise<Pod> {
     const dir = mkdtempSync(join(work, "envoy-"));
     const pod = await startPod({
-      env: { ENVOY_RESTART_POLICY: "never", FAKE_ENVOY_NO_ADMIN: "1", FAKE_ENVOY_RECORD: join(dir, "record.jsonl"), CA_ADDR: "127.0.0.1:1", CA_ROOT_CA: "SYSTEM", ...env },
+      env: {
+        ENVOY_RESTART_POLICY: "never",
+        FAKE_ENVOY_NO_ADMIN: "1",
+        FAKE_ENVOY_RECORD: join(dir, "record.jsonl"),
+        CA_ADDR: "127.0.0.1:1",
+        CA_ROOT_CA: "SYSTEM",
+        ...env,
+      },
       proxyConfig: { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", binaryPath: writeFakeEnvoyLauncher(dir), terminationDrainDuration: "1s" },
     });
     pods.push(pod);

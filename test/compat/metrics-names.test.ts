@@ -39,7 +39,9 @@ describe("metric names from the compiled agent", () => {
   test("Istio's agent metric names are exported; no Go runtime metrics; the runtime's own named for Bun", async () => {
     mesh = await startMesh(greeterTable(1), { env: { E2E_ENVOY_XDS: "1" } });
     const pod = mesh.pod;
-    await until(pod, "GET /healthz/ready answers 200", async () => ((await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined));
+    await until(pod, "GET /healthz/ready answers 200", async () =>
+      (await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined,
+    );
     const { Req } = discoveryTypes();
     const enc = (typeUrl: string, names: string[]) => Buffer.from(Req.encode(Req.create({ typeUrl, resourceNames: names })).finish());
     await fetchSecret(pod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc);

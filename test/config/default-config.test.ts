@@ -22,7 +22,7 @@ test("the effective configuration from an empty environment matches the golden f
   const text = [
     "# The effective configuration of `agent proxy sidecar` with an empty environment and no mesh",
     "# config file (test/config/default-config.test.ts). Host inputs are the test's: interfaces lo",
-    "# 127.0.0.1 and eth0 10.1.2.3, 2 CPUs, uid 1337, root /, version \"test\".",
+    '# 127.0.0.1 and eth0 10.1.2.3, 2 CPUs, uid 1337, root /, version "test".',
     YAML.stringify({ ...effective, loadWarnings: warnings }, { sortMapEntries: true, lineWidth: 0 }),
   ].join("\n");
   expectGolden(GOLDEN, text);

@@ -14,7 +14,7 @@ import { sandbox, start, type Sandbox } from "../support/binary.ts";
 import { freePort } from "../support/fake-envoy.ts";
 
 describe("environment variables set to the empty string (Istio's pkg/env)", () => {
-  test("strings set to \"\" stay empty; unset ones take the default", () => {
+  test('strings set to "" stay empty; unset ones take the default', () => {
     const set = readAll({ GRPC_XDS_BOOTSTRAP: "", TRUST_DOMAIN: "", PILOT_CERT_PROVIDER: "" }, PROXY_ENV);
     expect(set.values.GRPC_XDS_BOOTSTRAP).toBe("");
     expect(set.values.TRUST_DOMAIN).toBe("");
@@ -34,13 +34,13 @@ describe("environment variables set to the empty string (Istio's pkg/env)", () =
     expect(readAll({}, PROXY_ENV).values.PEER_METADATA_DISCOVERY).toBeUndefined();
   });
 
-  test("consumers of empty strings behave as Istio's: ECC_CURVE=\"\" is P256; WORKLOAD_IDENTITY_SOCKET_FILE=\"\" is refused by name", async () => {
+  test('consumers of empty strings behave as Istio\'s: ECC_CURVE="" is P256; WORKLOAD_IDENTITY_SOCKET_FILE="" is refused by name', async () => {
     expect(keyOptionsFromEnv({ ECC_SIGNATURE_ALGORITHM: "ECDSA", ECC_CURVE: "", WORKLOAD_RSA_KEY_SIZE: 2048, PKCS8_KEY: false }).curve).toBe("P256");
     await expect(detectSdsMode("/nonexistent-root", "")).rejects.toThrow('WORKLOAD_IDENTITY_SOCKET_FILE: "" must be a file name, not a path');
   });
 });
 
-describe("GRPC_XDS_BOOTSTRAP=\"\" (compiled agent, proxyless)", () => {
+describe('GRPC_XDS_BOOTSTRAP="" (compiled agent, proxyless)', () => {
   let box: Sandbox | undefined;
   afterEach(() => box?.cleanup());
 

@@ -42,9 +42,26 @@ describe("environment ranges", () => {
   }
 
   test("the bounds themselves are accepted", () => {
-    const { values, problems } = readAll({ ISTIO_GPRC_MAXRECVMSGSIZE: "1", SECRET_GRACE_PERIOD_RATIO: "1", SECRET_TTL: "1s", ENVOY_RESTART_BUDGET: "0", ENVOY_STATUS_PORT: "65535", DNS_FORWARD_TIMEOUT: "596h31m23.647s" }, PROXY_ENV);
+    const { values, problems } = readAll(
+      {
+        ISTIO_GPRC_MAXRECVMSGSIZE: "1",
+        SECRET_GRACE_PERIOD_RATIO: "1",
+        SECRET_TTL: "1s",
+        ENVOY_RESTART_BUDGET: "0",
+        ENVOY_STATUS_PORT: "65535",
+        DNS_FORWARD_TIMEOUT: "596h31m23.647s",
+      },
+      PROXY_ENV,
+    );
     expect(problems).toEqual([]);
-    expect([values.ISTIO_GPRC_MAXRECVMSGSIZE, values.SECRET_GRACE_PERIOD_RATIO, values.SECRET_TTL, values.ENVOY_RESTART_BUDGET, values.ENVOY_STATUS_PORT, values.DNS_FORWARD_TIMEOUT]).toEqual([1, 1, 1000, 0, 65535, 2_147_483_647]);
+    expect([
+      values.ISTIO_GPRC_MAXRECVMSGSIZE,
+      values.SECRET_GRACE_PERIOD_RATIO,
+      values.SECRET_TTL,
+      values.ENVOY_RESTART_BUDGET,
+      values.ENVOY_STATUS_PORT,
+      values.DNS_FORWARD_TIMEOUT,
+    ]).toEqual([1, 1, 1000, 0, 65535, 2_147_483_647]);
   });
 
   test("the start-up warning names the variable, the value and the range", () => {

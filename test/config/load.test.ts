@@ -28,7 +28,12 @@ describe("ProxyConfig layering: defaults < mesh file < PROXY_CONFIG < annotation
   test.each([
     ["file only", { mesh: "discoveryAddress: file:1" }, "file:1", "mesh config ./etc/istio/config/mesh"],
     ["file < env", { mesh: "discoveryAddress: file:1", env: "discoveryAddress: env:1" }, "env:1", "PROXY_CONFIG"],
-    ["env < annotation", { mesh: "discoveryAddress: file:1", env: "discoveryAddress: env:1", anno: "discoveryAddress: anno:1" }, "anno:1", "annotation proxy.istio.io/config"],
+    [
+      "env < annotation",
+      { mesh: "discoveryAddress: file:1", env: "discoveryAddress: env:1", anno: "discoveryAddress: anno:1" },
+      "anno:1",
+      "annotation proxy.istio.io/config",
+    ],
     ["file < annotation", { mesh: "discoveryAddress: file:1", anno: "discoveryAddress: anno:1" }, "anno:1", "annotation proxy.istio.io/config"],
   ])("%s", (_name, layers: { mesh?: string; env?: string; anno?: string }, want, source) => {
     const files: Record<string, string> = {};
@@ -62,7 +67,9 @@ describe("ProxyConfig layering: defaults < mesh file < PROXY_CONFIG < annotation
   });
 
   test("only the mesh file's defaultConfig is used", () => {
-    const { config } = loadAgentConfig(inputs({ files: { [MESH]: "enableTracing: true\naccessLogFile: /dev/stdout\ndefaultConfig:\n  statNameLength: 10\n" } }));
+    const { config } = loadAgentConfig(
+      inputs({ files: { [MESH]: "enableTracing: true\naccessLogFile: /dev/stdout\ndefaultConfig:\n  statNameLength: 10\n" } }),
+    );
     expect(config.proxyConfig.statNameLength).toBe(10);
     expect(config.proxyConfig).not.toHaveProperty("accessLogFile");
   });
@@ -153,7 +160,9 @@ describe("node identity", () => {
   });
 
   test("--domain and router type", () => {
-    const { config } = loadAgentConfig(inputs({ type: "router", env: { POD_NAME: "gw", POD_NAMESPACE: "istio-system" }, flags: { domain: "istio-system.svc.example.org" } }));
+    const { config } = loadAgentConfig(
+      inputs({ type: "router", env: { POD_NAME: "gw", POD_NAMESPACE: "istio-system" }, flags: { domain: "istio-system.svc.example.org" } }),
+    );
     expect(config.node.nodeId).toBe("router~10.1.2.3~gw.istio-system~istio-system.svc.example.org");
   });
 

@@ -109,9 +109,17 @@ describe("layerProxyConfig", () => {
     const { config, sources, unknownFields } = layerProxyConfig([]);
     expect(config.serviceCluster).toBe("istio-proxy");
     expect(sources).toEqual({
-      configPath: "default", binaryPath: "default", serviceCluster: "default", drainDuration: "default",
-      terminationDrainDuration: "default", proxyAdminPort: "default", controlPlaneAuthPolicy: "default",
-      discoveryAddress: "default", statNameLength: "default", statusPort: "default", tracing: "default",
+      configPath: "default",
+      binaryPath: "default",
+      serviceCluster: "default",
+      drainDuration: "default",
+      terminationDrainDuration: "default",
+      proxyAdminPort: "default",
+      controlPlaneAuthPolicy: "default",
+      discoveryAddress: "default",
+      statNameLength: "default",
+      statusPort: "default",
+      tracing: "default",
     });
     expect(unknownFields).toEqual([]);
   });
@@ -135,7 +143,9 @@ describe("layerProxyConfig", () => {
   });
 
   test("proxyMetadata that is not a map is refused naming the layer", () => {
-    expect(thrown(() => layerProxyConfig([anno("proxyMetadata: [a]")])).message).toBe("annotation proxy.istio.io/config: proxyMetadata must be a map of strings");
+    expect(thrown(() => layerProxyConfig([anno("proxyMetadata: [a]")])).message).toBe(
+      "annotation proxy.istio.io/config: proxyMetadata must be a map of strings",
+    );
     expect(thrown(() => layerProxyConfig([env("proxyMetadata: text")])).message).toBe("PROXY_CONFIG: proxyMetadata must be a map of strings");
   });
 
@@ -168,15 +178,52 @@ describe("every ProxyConfig field is known", () => {
   // commit 00d4ed3c), in their proto (snake_case) spelling; then later fields and the ones this
   // agent accepts beyond that version (proxyHeaders, file flush settings: reference §2 and §5).
   const PROTO = [
-    "config_path", "binary_path", "service_cluster", "tracing_service_name", "drain_duration", "parent_shutdown_duration",
-    "discovery_address", "discovery_refresh_delay", "zipkin_address", "statsd_udp_address", "envoy_metrics_service_address",
-    "proxy_admin_port", "availability_zone", "control_plane_auth_policy", "custom_config_file", "stat_name_length", "concurrency",
-    "proxy_bootstrap_template_path", "interception_mode", "tracing", "sds", "envoy_access_log_service", "envoy_metrics_service",
-    "proxy_metadata", "runtime_values", "status_port", "extra_stat_tags", "gateway_topology", "termination_drain_duration",
-    "mesh_id", "readiness_probe", "proxy_stats_matcher", "hold_application_until_proxy_starts", "ca_certificates_pem", "image",
+    "config_path",
+    "binary_path",
+    "service_cluster",
+    "tracing_service_name",
+    "drain_duration",
+    "parent_shutdown_duration",
+    "discovery_address",
+    "discovery_refresh_delay",
+    "zipkin_address",
+    "statsd_udp_address",
+    "envoy_metrics_service_address",
+    "proxy_admin_port",
+    "availability_zone",
+    "control_plane_auth_policy",
+    "custom_config_file",
+    "stat_name_length",
+    "concurrency",
+    "proxy_bootstrap_template_path",
+    "interception_mode",
+    "tracing",
+    "sds",
+    "envoy_access_log_service",
+    "envoy_metrics_service",
+    "proxy_metadata",
+    "runtime_values",
+    "status_port",
+    "extra_stat_tags",
+    "gateway_topology",
+    "termination_drain_duration",
+    "mesh_id",
+    "readiness_probe",
+    "proxy_stats_matcher",
+    "hold_application_until_proxy_starts",
+    "ca_certificates_pem",
+    "image",
     "private_key_provider",
   ];
-  const LATER = ["proxy_headers", "file_flush_interval", "file_flush_min_size_kb", "ca_certificate_pem", "sidecar_stats_template", "startup_probe", "drain_duration_seconds"];
+  const LATER = [
+    "proxy_headers",
+    "file_flush_interval",
+    "file_flush_min_size_kb",
+    "ca_certificate_pem",
+    "sidecar_stats_template",
+    "startup_probe",
+    "drain_duration_seconds",
+  ];
   test.each([...PROTO, ...LATER])("%s", (field) => {
     const value = field === "proxy_metadata" ? "{}" : "x";
     const { unknownFields, sources } = layerProxyConfig([env(`${field}: ${value}`)]);
@@ -193,11 +240,15 @@ describe("layering: the remaining edges", () => {
   test("a malformed layer's message is the YAML parser's own first line, without its position", () => {
     // The text after the prefix is what the yaml library says for this input with prettyErrors off,
     // and its error code.
-    expect(thrown(() => parseLayer(env("a: b: c"))).message).toBe("PROXY_CONFIG: malformed YAML/JSON: Nested mappings are not allowed in compact mappings (BLOCK_AS_IMPLICIT_KEY)");
+    expect(thrown(() => parseLayer(env("a: b: c"))).message).toBe(
+      "PROXY_CONFIG: malformed YAML/JSON: Nested mappings are not allowed in compact mappings (BLOCK_AS_IMPLICIT_KEY)",
+    );
   });
 
   test("nested labels and annotations maps keep their keys", () => {
-    expect(parseLayer(env("image: {image_type: x, labels: {app_name: a}, annotations: {some_key: b}}"))).toEqual({ image: { imageType: "x", labels: { app_name: "a" }, annotations: { some_key: "b" } } });
+    expect(parseLayer(env("image: {image_type: x, labels: {app_name: a}, annotations: {some_key: b}}"))).toEqual({
+      image: { imageType: "x", labels: { app_name: "a" }, annotations: { some_key: "b" } },
+    });
   });
 
   test("a mesh file whose default_config is null is no layer", () => {

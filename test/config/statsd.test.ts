@@ -8,18 +8,27 @@ import { resolveAddr, resolveStatsdAddress, splitHostPort, type IpLookup } from 
 import { sandbox, start, type Sandbox } from "../support/binary.ts";
 import { freePort } from "../support/fake-envoy.ts";
 
-const fake = (table: Record<string, { address: string; family: number }[]>): IpLookup => async (host) => {
-  const r = table[host];
-  if (!r) throw new Error("getaddrinfo ENOTFOUND " + host);
-  return r;
-};
+const fake =
+  (table: Record<string, { address: string; family: number }[]>): IpLookup =>
+  async (host) => {
+    const r = table[host];
+    if (!r) throw new Error("getaddrinfo ENOTFOUND " + host);
+    return r;
+  };
 
 describe("resolveAddr (Istio's network.ResolveAddr)", () => {
   const lookup = fake({
-    "statsd.monitoring": [{ address: "fd00::9", family: 6 }, { address: "10.0.0.9", family: 4 }, { address: "10.0.0.10", family: 4 }],
-    "v6only": [{ address: "fd00::1", family: 6 }, { address: "fd00::2", family: 6 }],
-    "mapped": [{ address: "::ffff:10.1.1.1", family: 6 }],
-    "empty": [],
+    "statsd.monitoring": [
+      { address: "fd00::9", family: 6 },
+      { address: "10.0.0.9", family: 4 },
+      { address: "10.0.0.10", family: 4 },
+    ],
+    v6only: [
+      { address: "fd00::1", family: 6 },
+      { address: "fd00::2", family: 6 },
+    ],
+    mapped: [{ address: "::ffff:10.1.1.1", family: 6 }],
+    empty: [],
   });
   const cases: [string, string, string][] = [
     ["first IPv4 wins", "statsd.monitoring:8125", "10.0.0.9:8125"],
@@ -31,7 +40,10 @@ describe("resolveAddr (Istio's network.ResolveAddr)", () => {
   }
 
   test("failures name the host", async () => {
-    expect(await resolveAddr("nowhere:8125", lookup)).toEqual({ ok: false, error: "lookup failed for IP address: lookup nowhere: getaddrinfo ENOTFOUND nowhere" });
+    expect(await resolveAddr("nowhere:8125", lookup)).toEqual({
+      ok: false,
+      error: "lookup failed for IP address: lookup nowhere: getaddrinfo ENOTFOUND nowhere",
+    });
     expect(await resolveAddr("empty:8125", lookup)).toEqual({ ok: false, error: "lookup failed for IP address: lookup empty: no addresses" });
     expect(await resolveAddr("statsd", lookup)).toEqual({ ok: false, error: "address statsd: missing port in address" });
     expect(await resolveAddr("statsd:http", lookup)).toEqual({ ok: false, error: 'address statsd:http: invalid port "http"' });
@@ -51,7 +63,10 @@ describe("resolveAddr (Istio's network.ResolveAddr)", () => {
   test("resolveStatsdAddress: off with a warning naming statsdUdpAddress on failure", async () => {
     const r = await resolveStatsdAddress("nowhere:8125", lookup);
     expect(r.address).toBeUndefined();
-    expect(r.line).toEqual({ level: "warn", text: 'resolve StatsdUdpAddress failed: statsdUdpAddress "nowhere:8125": lookup failed for IP address: lookup nowhere: getaddrinfo ENOTFOUND nowhere; the statsd sink is off' });
+    expect(r.line).toEqual({
+      level: "warn",
+      text: 'resolve StatsdUdpAddress failed: statsdUdpAddress "nowhere:8125": lookup failed for IP address: lookup nowhere: getaddrinfo ENOTFOUND nowhere; the statsd sink is off',
+    });
   });
 });
 
@@ -90,7 +105,9 @@ describe("statsd address by host name (compiled agent, system resolver)", () => 
 
   test("a name that does not resolve turns the sink off with a warning naming it", async () => {
     const out = await effectiveConfig("statsd.invalid:8125");
-    expect(out).toMatch(/warn\t.*resolve StatsdUdpAddress failed: statsdUdpAddress "statsd\.invalid:8125": lookup failed for IP address: lookup statsd\.invalid: .*; the statsd sink is off/);
+    expect(out).toMatch(
+      /warn\t.*resolve StatsdUdpAddress failed: statsdUdpAddress "statsd\.invalid:8125": lookup failed for IP address: lookup statsd\.invalid: .*; the statsd sink is off/,
+    );
     const effective = out.slice(out.indexOf("Effective config:"), out.indexOf("Proxy role"));
     expect(effective).not.toContain("statsdUdpAddress");
   }, 20_000);

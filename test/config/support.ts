@@ -16,7 +16,9 @@ function parseDownward(text: string): Record<string, string> {
   return out;
 }
 
-export function inputs(opts: { files?: Record<string, string>; env?: Record<string, string>; flags?: Partial<ProxyFlags>; type?: string; unreadable?: string[] } = {}): LoadInputs {
+export function inputs(
+  opts: { files?: Record<string, string>; env?: Record<string, string>; flags?: Partial<ProxyFlags>; type?: string; unreadable?: string[] } = {},
+): LoadInputs {
   const files = opts.files ?? {};
   return {
     type: opts.type ?? "sidecar",
@@ -36,5 +38,7 @@ export function inputs(opts: { files?: Record<string, string>; env?: Record<stri
 }
 
 export function annotationsFile(annos: Record<string, string>): string {
-  return Object.entries(annos).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n");
+  return Object.entries(annos)
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+    .join("\n");
 }

@@ -32,9 +32,15 @@ describe("ProxyConfig validation names the field and the layer", () => {
     ["controlPlaneAuthPolicy: SOMETIMES", 'PROXY_CONFIG: controlPlaneAuthPolicy: unrecognized control plane auth policy "SOMETIMES" (want NONE or MUTUAL_TLS)'],
     ["concurrency: -1", "PROXY_CONFIG: concurrency: -1 must not be negative"],
     ["interceptionMode: MAGIC", 'PROXY_CONFIG: interceptionMode: "MAGIC" is not one of REDIRECT, TPROXY, NONE'],
-    ["tracing: {zipkin: {address: 'zipkin'}}", 'PROXY_CONFIG: tracing.zipkin.address: invalid zipkin config: unable to split "zipkin": missing port in address'],
+    [
+      "tracing: {zipkin: {address: 'zipkin'}}",
+      'PROXY_CONFIG: tracing.zipkin.address: invalid zipkin config: unable to split "zipkin": missing port in address',
+    ],
     ["envoyMetricsService: {address: 'x'}", 'PROXY_CONFIG: envoyMetricsService.address: invalid address "x": unable to split "x": missing port in address'],
-    ["privateKeyProvider: {cryptomb: {pollDelay: 0s}}", "PROXY_CONFIG: privateKeyProvider: invalid private key provider configuration: pollDelay must be non zero"],
+    [
+      "privateKeyProvider: {cryptomb: {pollDelay: 0s}}",
+      "PROXY_CONFIG: privateKeyProvider: invalid private key provider configuration: pollDelay must be non zero",
+    ],
     ["privateKeyProvider: {other: {}}", "PROXY_CONFIG: privateKeyProvider: invalid private key provider configuration: unknown private key provider"],
     ["extraStatTags: notalist", "PROXY_CONFIG: extraStatTags: must be a list of strings"],
     ["binaryPath: 7", "PROXY_CONFIG: binaryPath: 7 is not a string"],
@@ -47,14 +53,22 @@ describe("ProxyConfig validation names the field and the layer", () => {
   test.each([
     ["tracing: {datadog: {address: '$(HOST_IP):8126'}}", "no error"],
     ["tracing: {zipkin: {address: '$(HOST_IP):9411'}}", "no error"],
-    ["tracing: {datadog: {address: '$(HOST_IP)'}}", 'PROXY_CONFIG: tracing.datadog.address: invalid datadog config: unable to split "127.0.0.1": missing port in address'],
-    ["tracing: {lightstep: {address: '$(HOST_IP):8080', accessToken: t}}", 'PROXY_CONFIG: tracing.lightstep.address: invalid lightstep config: "$(HOST_IP)" is not a valid hostname or an IPv4 address'],
+    [
+      "tracing: {datadog: {address: '$(HOST_IP)'}}",
+      'PROXY_CONFIG: tracing.datadog.address: invalid datadog config: unable to split "127.0.0.1": missing port in address',
+    ],
+    [
+      "tracing: {lightstep: {address: '$(HOST_IP):8080', accessToken: t}}",
+      'PROXY_CONFIG: tracing.lightstep.address: invalid lightstep config: "$(HOST_IP)" is not a valid hostname or an IPv4 address',
+    ],
   ])("tracer address with $(HOST_IP): %s", (pc, message) => {
     expect(errorOf(pc)).toBe(message);
   });
 
   test("several problems are all reported", () => {
-    expect(errorOf('proxyAdminPort: 0\nstatusPort: 0')).toBe("PROXY_CONFIG: proxyAdminPort: port number 0 must be in the range 1..65535; PROXY_CONFIG: statusPort: port number 0 must be in the range 1..65535");
+    expect(errorOf("proxyAdminPort: 0\nstatusPort: 0")).toBe(
+      "PROXY_CONFIG: proxyAdminPort: port number 0 must be in the range 1..65535; PROXY_CONFIG: statusPort: port number 0 must be in the range 1..65535",
+    );
   });
 
   test("a bad value in the mesh file names the mesh file", () => {
@@ -68,7 +82,9 @@ describe("ProxyConfig validation names the field and the layer", () => {
   });
 
   test("valid values pass, numeric strings and enum numbers are normalised", () => {
-    const { config } = loadAgentConfig(inputs({ env: { PROXY_CONFIG: '{"proxyAdminPort":"15001","controlPlaneAuthPolicy":0,"discoveryAddress":"[::1]:15012"}' } }));
+    const { config } = loadAgentConfig(
+      inputs({ env: { PROXY_CONFIG: '{"proxyAdminPort":"15001","controlPlaneAuthPolicy":0,"discoveryAddress":"[::1]:15012"}' } }),
+    );
     expect(config.proxyConfig.proxyAdminPort).toBe(15001);
     expect(config.proxyConfig.controlPlaneAuthPolicy).toBe("NONE");
   });

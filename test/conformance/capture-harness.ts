@@ -19,7 +19,9 @@ export interface Case {
 /** ../shared/conformance/<kind>, plus $CONFORMANCE_DIR/<kind> when set; only folders with cases.json. */
 export function caseRoots(kind: string): { shared: string; roots: string[] } {
   const shared = new URL(`../../../shared/conformance/${kind}`, import.meta.url).pathname;
-  const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, kind) : undefined].filter((d): d is string => !!d && existsSync(join(d, "cases.json")));
+  const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, kind) : undefined].filter(
+    (d): d is string => !!d && existsSync(join(d, "cases.json")),
+  );
   return { shared, roots };
 }
 
@@ -36,6 +38,13 @@ export function fakeHost(h: Case["host"]): CaptureHost {
 export async function dryRun(argv: string[], env: Record<string, string>, host: Case["host"]): Promise<{ out: string; code: number; err: string }> {
   let out = "";
   let err = "";
-  const code = await runIptables(argv, env, { stdout: (s) => (out += s), stderr: (s) => (err += s), host: fakeHost(host), exec: async () => { throw new Error("dry run must not execute anything"); } });
+  const code = await runIptables(argv, env, {
+    stdout: (s) => (out += s),
+    stderr: (s) => (err += s),
+    host: fakeHost(host),
+    exec: async () => {
+      throw new Error("dry run must not execute anything");
+    },
+  });
   return { out, code, err };
 }

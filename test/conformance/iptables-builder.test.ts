@@ -39,7 +39,9 @@ interface InlineCase {
 }
 
 const shared = new URL("../../../shared/conformance/iptables-builder", import.meta.url).pathname;
-const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "iptables-builder") : undefined].filter((d): d is string => !!d && existsSync(d));
+const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "iptables-builder") : undefined].filter(
+  (d): d is string => !!d && existsSync(d),
+);
 
 function build(c: { enable_ipv6: boolean; operations: Op[] }): RuleBuilder {
   const rb = new RuleBuilder(c.enable_ipv6);
@@ -82,7 +84,11 @@ for (const root of roots) {
       }
     }
     if (existsSync(join(root, "extra_cases.json"))) {
-      const extra = JSON.parse(readFileSync(join(root, "extra_cases.json"), "utf8")) as { check?: InlineCase | InlineCase[]; cleanup?: InlineCase | InlineCase[]; state?: InlineCase | InlineCase[] };
+      const extra = JSON.parse(readFileSync(join(root, "extra_cases.json"), "utf8")) as {
+        check?: InlineCase | InlineCase[];
+        cleanup?: InlineCase | InlineCase[];
+        state?: InlineCase | InlineCase[];
+      };
       const list = (x: InlineCase | InlineCase[] | undefined) => (x === undefined ? [] : Array.isArray(x) ? x : [x]);
       for (const c of list(extra.check)) {
         test(c.name, () => {

@@ -28,7 +28,9 @@ interface Case {
 }
 
 const shared = new URL("../../../shared/conformance/nftables-builder", import.meta.url).pathname;
-const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "nftables-builder") : undefined].filter((d): d is string => !!d && existsSync(join(d, "cases.json")));
+const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "nftables-builder") : undefined].filter(
+  (d): d is string => !!d && existsSync(join(d, "cases.json")),
+);
 
 const TABLE = "inet-table";
 

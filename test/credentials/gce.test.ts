@@ -28,8 +28,19 @@ afterEach(() => {
 function setup(identity: (aud: string, format: string) => string): { gce: FakeCloud; root: string; cfg: AgentConfig } {
   const gce = fakeGce({ projectId: "p", numericProjectId: "1", zone: "us-central1-a", instanceName: "vm", instanceId: "2", attributes: {}, identity });
   const root = mkdtempSync(join(tmpdir(), "agent-gce-cred-"));
-  cleanups.push(() => gce.stop(), () => rmSync(root, { recursive: true, force: true }));
-  const cfg = testConfig({ root, env: { CREDENTIAL_FETCHER_TYPE: "GoogleComputeEngine", TRUST_DOMAIN: "example.org", GCE_METADATA_HOST: gce.host, CREDENTIAL_IDENTITY_PROVIDER: "GoogleComputeEngine" } });
+  cleanups.push(
+    () => gce.stop(),
+    () => rmSync(root, { recursive: true, force: true }),
+  );
+  const cfg = testConfig({
+    root,
+    env: {
+      CREDENTIAL_FETCHER_TYPE: "GoogleComputeEngine",
+      TRUST_DOMAIN: "example.org",
+      GCE_METADATA_HOST: gce.host,
+      CREDENTIAL_IDENTITY_PROVIDER: "GoogleComputeEngine",
+    },
+  });
   return { gce, root, cfg };
 }
 
@@ -123,7 +134,12 @@ describe("TokenFirstUpstream", () => {
       describe: "istiod",
       open: () => {
         events.push("open");
-        return { write: (b) => (events.push(`write ${Buffer.from(b).toString()}`), true), pause: () => events.push("pause"), resume: () => events.push("resume"), close: () => events.push("close") };
+        return {
+          write: (b) => (events.push(`write ${Buffer.from(b).toString()}`), true),
+          pause: () => events.push("pause"),
+          resume: () => events.push("resume"),
+          close: () => events.push("close"),
+        };
       },
     };
     return { events, inner };

@@ -61,7 +61,7 @@ d("table answers with dig", () => {
   let up: TestUpstream;
   let p: Running;
   beforeAll(async () => {
-    up = await startUpstream({ answers: { "www.bing.com": "1.1.1.1", "example": "7.7.7.7" } });
+    up = await startUpstream({ answers: { "www.bing.com": "1.1.1.1", example: "7.7.7.7" } });
     p = await startProxy({ upstreams: [{ host: up.host, port: up.port }] });
   });
   afterAll(() => {
@@ -201,7 +201,7 @@ d("table answers with dig", () => {
     expect(await metric(p.registry, "istio_agent_dns_requests_total")).toBe(req + 2);
     expect(await metric(p.registry, "istio_agent_dns_upstream_requests_total")).toBe(fwd + 1);
     const text = await p.registry.metrics();
-    expect(text).toContain("istio_agent_dns_upstream_request_duration_seconds_bucket{le=\"0.001\"}");
+    expect(text).toContain('istio_agent_dns_upstream_request_duration_seconds_bucket{le="0.001"}');
   });
 });
 

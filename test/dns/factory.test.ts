@@ -20,7 +20,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A sidecar with DNS capture in namespace ns1, uid 1337, through the real loader. */
 function cfg(env: Record<string, string>): AgentConfig {
-  return testConfig({ env: { POD_NAMESPACE: "ns1", ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: "localhost:0", DNS_FORWARD_TIMEOUT: "1s", ...env }, uid: 1337 });
+  return testConfig({
+    env: { POD_NAMESPACE: "ns1", ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: "localhost:0", DNS_FORWARD_TIMEOUT: "1s", ...env },
+    uid: 1337,
+  });
 }
 
 test("unreadable resolv.conf is an init error naming the file", () => {
@@ -55,7 +58,9 @@ testRequiring(DIG, "built from config: binds 127.0.0.1, forwards to resolv.conf'
     await proxy.start(ac.signal);
     const addrs = proxy.addresses();
     expect(addrs.map((a) => `${a.protocol} ${a.host}`)).toEqual(["udp 127.0.0.1", "tcp 127.0.0.1"]);
-    proxy.setTable({ table: { "reviews.ns1.svc.cluster.local": nameInfo({ ips: ["10.0.0.7"], registry: "Kubernetes", shortname: "reviews", namespace: "ns1" }) } });
+    proxy.setTable({
+      table: { "reviews.ns1.svc.cluster.local": nameInfo({ ips: ["10.0.0.7"], registry: "Kubernetes", shortname: "reviews", namespace: "ns1" }) },
+    });
     expect(readiness.isReady()).toBe(true);
     const port = addrs[0]!.port;
     expect((await dig(port, "www.bing.com")).data).toEqual(["1.1.1.1"]);

@@ -16,7 +16,13 @@ test("a UDP port whose TCP twin is taken is released and the pair retried", asyn
         // First attempt: the port whose TCP side is taken; later attempts: a fresh ephemeral one.
         const s = await Bun.udpSocket({ hostname: "127.0.0.1", port: udpPorts.length === 0 ? taken : port });
         udpPorts.push(s.port);
-        return { port: s.port, close: () => { closed.push(s.port); s.close(); } };
+        return {
+          port: s.port,
+          close: () => {
+            closed.push(s.port);
+            s.close();
+          },
+        };
       },
       (port) => Bun.listen({ hostname: "127.0.0.1", port, socket: { data() {} } }),
     );

@@ -93,52 +93,54 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
       names.push("<malformed>");
     }
   };
-  const bindUdp = (port: number) => Bun.udpSocket({
-    hostname: host,
-    port,
-    socket: {
-      data(s, data, port, addr) {
-        received.udp++;
-        note(data);
-        if (opts.silent) return;
-        const r = answerFor(opts, data, "udp");
-        // The client may have gone (a fuzz burst's socket closed): an ICMP refusal is not the fake's failure.
-        if (r) {
-          try {
-            s.send(r, port, addr);
-          } catch {}
-        }
-      },
-    },
-  });
-  const bindTcp = (port: number): TCPSocketListener<{ buf: Buffer }> => Bun.listen<{ buf: Buffer }>({
-    hostname: host,
-    port,
-    socket: {
-      open(s) {
-        s.data = { buf: Buffer.alloc(0) };
-      },
-      data(s: Socket<{ buf: Buffer }>, chunk) {
-        s.data.buf = Buffer.concat([s.data.buf, chunk]);
-        while (s.data.buf.length >= 2) {
-          const len = s.data.buf.readUInt16BE(0);
-          if (s.data.buf.length < 2 + len) return;
-          const msg = s.data.buf.subarray(2, 2 + len);
-          s.data.buf = s.data.buf.subarray(2 + len);
-          received.tcp++;
-          note(msg);
-          if (opts.silent) continue;
-          const r = answerFor(opts, Buffer.from(msg), "tcp");
+  const bindUdp = (port: number) =>
+    Bun.udpSocket({
+      hostname: host,
+      port,
+      socket: {
+        data(s, data, port, addr) {
+          received.udp++;
+          note(data);
+          if (opts.silent) return;
+          const r = answerFor(opts, data, "udp");
+          // The client may have gone (a fuzz burst's socket closed): an ICMP refusal is not the fake's failure.
           if (r) {
-            const frame = Buffer.alloc(2 + r.length);
-            frame.writeUInt16BE(r.length, 0);
-            r.copy(frame, 2);
-            s.write(frame);
+            try {
+              s.send(r, port, addr);
+            } catch {}
           }
-        }
+        },
       },
-    },
-  });
+    });
+  const bindTcp = (port: number): TCPSocketListener<{ buf: Buffer }> =>
+    Bun.listen<{ buf: Buffer }>({
+      hostname: host,
+      port,
+      socket: {
+        open(s) {
+          s.data = { buf: Buffer.alloc(0) };
+        },
+        data(s: Socket<{ buf: Buffer }>, chunk) {
+          s.data.buf = Buffer.concat([s.data.buf, chunk]);
+          while (s.data.buf.length >= 2) {
+            const len = s.data.buf.readUInt16BE(0);
+            if (s.data.buf.length < 2 + len) return;
+            const msg = s.data.buf.subarray(2, 2 + len);
+            s.data.buf = s.data.buf.subarray(2 + len);
+            received.tcp++;
+            note(msg);
+            if (opts.silent) continue;
+            const r = answerFor(opts, Buffer.from(msg), "tcp");
+            if (r) {
+              const frame = Buffer.alloc(2 + r.length);
+              frame.writeUInt16BE(r.length, 0);
+              r.copy(frame, 2);
+              s.write(frame);
+            }
+          }
+        },
+      },
+    });
   const { udp, tcp } = await bindPair(opts.port ?? 0, bindUdp, bindTcp);
   return {
     host,
@@ -174,7 +176,8 @@ export async function dig(port: number, name: string, type = "A", extra: string[
   });
   const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   await proc.exited;
-  const docs = parse(out, { version: "1.1" }) as { message?: { response_message_data?: Record<string, unknown>; socket_protocol?: string; message_size?: string } }[] | null;
+  const docs = parse(out, { version: "1.1" }) as
+    { message?: { response_message_data?: Record<string, unknown>; socket_protocol?: string; message_size?: string } }[] | null;
   const msg = docs?.find((d) => d?.message?.response_message_data)?.message;
   const data = msg?.response_message_data;
   if (!msg || !data) throw new Error(`dig ${name} ${type} ${extra.join(" ")}: no answer\n${out}\n${err}`);

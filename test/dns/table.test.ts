@@ -27,7 +27,14 @@ describe("alternate hosts", () => {
     ["productpage", ["productpage.ns1.svc.cluster.local.", "productpage.", "productpage.ns1.svc.cluster.local", "productpage.ns1.", "productpage.ns1.svc."]],
     [
       "svc-with-alt",
-      ["svc-with-alt.", "svc-with-alt.ns1.", "svc-with-alt.ns1.svc.", "svc-with-alt.ns1.svc.clusterset.local.", "svc-with-alt.ns1.svc.cluster.local.", "svc-with-alt.ns1.svc.cluster.local"],
+      [
+        "svc-with-alt.",
+        "svc-with-alt.ns1.",
+        "svc-with-alt.ns1.svc.",
+        "svc-with-alt.ns1.svc.clusterset.local.",
+        "svc-with-alt.ns1.svc.cluster.local.",
+        "svc-with-alt.ns1.svc.cluster.local",
+      ],
     ],
     ["*.wildcard", ["*.wildcard", "*.wildcard."]],
     ["example.localhost.", ["example.localhost."]],
@@ -123,8 +130,9 @@ describe("IP text", () => {
     ["1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8"],
   ])("%s -> %s", (input, want) => expect(formatIp(parseIp(input)!)).toBe(want));
 
-  test.each([["01.2.3.4"], ["1.2.3"], ["256.1.1.1"], ["1:2:3:4:5:6:7:8:9"], ["1::2::3"], ["x"], [""], ["1.2.3.4%eth0"], ["12345::"]])("%s is not an IP", (input) =>
-    expect(parseIp(input)).toBeUndefined(),
+  test.each([["01.2.3.4"], ["1.2.3"], ["256.1.1.1"], ["1:2:3:4:5:6:7:8:9"], ["1::2::3"], ["x"], [""], ["1.2.3.4%eth0"], ["12345::"]])(
+    "%s is not an IP",
+    (input) => expect(parseIp(input)).toBeUndefined(),
   );
 
   test("mapped IPv4 counts as IPv6, as netip.Addr.Is6", () => {
@@ -215,9 +223,7 @@ describe("NameTable codec", () => {
   test("wire field numbers match istio.networking.nds.v1.NameTable", () => {
     // table = 1 (map entry: key 1, value 2); NameInfo: ips 1, registry 2, shortname 3, namespace 4, alt_hosts 5
     const bytes = codec.encode({ table: { h: nameInfo({ ips: ["1.2.3.4"], registry: "R", shortname: "s", namespace: "n", altHosts: ["a"] }) } });
-    expect(Buffer.from(bytes).toString("hex")).toBe(
-      "0a" + "1a" + "0a0168" + "1215" + "0a07312e322e332e34" + "120152" + "1a0173" + "22016e" + "2a0161",
-    );
+    expect(Buffer.from(bytes).toString("hex")).toBe("0a" + "1a" + "0a0168" + "1215" + "0a07312e322e332e34" + "120152" + "1a0173" + "22016e" + "2a0161");
   });
 
   test("malformed bytes throw a DnsError naming the type", () => {

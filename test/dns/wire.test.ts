@@ -27,7 +27,13 @@ type Script = (up: HostPort, q: Uint8Array) => Promise<Uint8Array>;
 function answerFrom(ip: string): Script {
   return async (_up, q) => {
     const d = packet.decode(Buffer.from(q));
-    return packet.encode({ type: "response", id: d.id, flags: 0, questions: d.questions, answers: [{ type: "A", name: d.questions![0]!.name, ttl: 5, data: ip }] });
+    return packet.encode({
+      type: "response",
+      id: d.id,
+      flags: 0,
+      questions: d.questions,
+      answers: [{ type: "A", name: d.questions![0]!.name, ttl: 5, data: ip }],
+    });
   };
 }
 
@@ -41,7 +47,14 @@ function harness(opts: { script?: Script; upstreams?: HostPort[]; parallel?: boo
   };
   const registry = newRegistry();
   const metrics = dnsMetrics(registry);
-  const forwarder = new Forwarder({ upstreams: opts.upstreams ?? [{ host: "10.0.0.1", port: 53 }], parallel: opts.parallel ?? false, timeoutMs: 1000, transport, log: silentLogger(), random: opts.random });
+  const forwarder = new Forwarder({
+    upstreams: opts.upstreams ?? [{ host: "10.0.0.1", port: 53 }],
+    parallel: opts.parallel ?? false,
+    timeoutMs: 1000,
+    transport,
+    log: silentLogger(),
+    random: opts.random,
+  });
   const h = new DnsHandler({ forwarder, metrics, log: silentLogger(), respondBeforeSync: false, random: opts.random });
   if (opts.table !== false) h.table = buildLookupTable(buildAlternateHosts(istioTestTable(), PD).entries, ISTIO_TEST_SEARCH);
   const ask = async (bytes: Uint8Array, protocol: "udp" | "tcp" = "udp") => {
@@ -87,7 +100,11 @@ describe("local answers on the wire", () => {
     const d = packet.decode(Buffer.from(udp));
     expect(d.flag_tc).toBe(true);
     expect(d.answers!.length).toBe(Math.floor((512 - 12 - 17) / 16));
-    const edns = packet.decode(Buffer.from(h.handle(query("big.example", "A", { additionals: [{ type: "OPT", name: ".", udpPayloadSize: 4096 } as packet.Answer] }), "udp") as Uint8Array));
+    const edns = packet.decode(
+      Buffer.from(
+        h.handle(query("big.example", "A", { additionals: [{ type: "OPT", name: ".", udpPayloadSize: 4096 } as packet.Answer] }), "udp") as Uint8Array,
+      ),
+    );
     expect(edns.answers!.length).toBe(200);
     expect(edns.flag_tc).toBe(false);
     expect(packet.decode(Buffer.from(h.handle(query("big.example"), "tcp") as Uint8Array)).answers!.length).toBe(200);
@@ -108,7 +125,14 @@ describe("rcodes and drops", () => {
     expect((await ask(packet.encode({ type: "query", id: 1, questions: [] })))!.rcode).toBe("SERVFAIL");
     const notify = packet.encode({ type: "query", id: 1, flags: 4 << 11, questions: [{ type: "A", name: "x", class: "IN" }] });
     expect((await ask(notify))!.rcode).toBe("NOTIMP");
-    const two = packet.encode({ type: "query", id: 1, questions: [{ type: "A", name: "x", class: "IN" }, { type: "A", name: "y", class: "IN" }] });
+    const two = packet.encode({
+      type: "query",
+      id: 1,
+      questions: [
+        { type: "A", name: "x", class: "IN" },
+        { type: "A", name: "y", class: "IN" },
+      ],
+    });
     expect((await ask(two))!.rcode).toBe("FORMERR");
   });
 
@@ -190,7 +214,12 @@ describe("forwarding", () => {
   });
 
   test("all fail: SERVFAIL and dns_upstream_failures_total", async () => {
-    const { ask, metrics } = harness({ upstreams: ups, script: async () => { throw new Error("refused"); } });
+    const { ask, metrics } = harness({
+      upstreams: ups,
+      script: async () => {
+        throw new Error("refused");
+      },
+    });
     expect((await ask(query("www.bing.com")))!.rcode).toBe("SERVFAIL");
     expect((await metrics.upstreamFailures.get()).values[0]!.value).toBe(1);
     expect((await metrics.upstreamDuration.get()).values.find((v) => v.metricName?.endsWith("_count"))!.value).toBe(1);

@@ -56,7 +56,8 @@ export function checkResources(typeUrl: string, resources: { typeUrl: string; va
     const fields = c.metadata?.filter_metadata?.e2e?.fields;
     if (!fields) continue;
     const gen = fields.gen?.numberValue ?? NaN;
-    if (fields.pad?.stringValue !== padFor(c.name ?? "", gen)) return { problem: `cluster ${c.name}: pad for generation ${gen} is corrupted (${fields.pad?.stringValue?.length ?? 0} chars)` };
+    if (fields.pad?.stringValue !== padFor(c.name ?? "", gen))
+      return { problem: `cluster ${c.name}: pad for generation ${gen} is corrupted (${fields.pad?.stringValue?.length ?? 0} chars)` };
     gens.add(gen);
     seen.push(c.name ?? "");
   }

@@ -38,8 +38,13 @@ test("CA outage during rotation: attempts fail, the last certificate is kept; ro
 
   m.ca.mode = "ok";
   const keptSerial = await certSerial(kept);
-  await until(m.pod, "a new certificate after the CA recovered", async () => {
-    const pem = fileIfExists(certFile());
-    return pem && (await certSerial(pem)) !== keptSerial ? true : undefined;
-  }, 12_000);
+  await until(
+    m.pod,
+    "a new certificate after the CA recovered",
+    async () => {
+      const pem = fileIfExists(certFile());
+      return pem && (await certSerial(pem)) !== keptSerial ? true : undefined;
+    },
+    12_000,
+  );
 }, 25_000);

@@ -118,7 +118,11 @@ test("GCE VM: --stsPort exchanges the workload's token for a Google access token
   const res = await until(m.pod, "the STS port answering", () => post().catch(() => undefined), 20_000);
   expect(res.status).toBe(200);
   const answer = JSON.parse(await res.text());
-  expect(answer).toMatchObject({ access_token: "ya29.access-FAKE-0002", issued_token_type: "urn:ietf:params:oauth:token-type:access_token", token_type: "Bearer" });
+  expect(answer).toMatchObject({
+    access_token: "ya29.access-FAKE-0002",
+    issued_token_type: "urn:ietf:params:oauth:token-type:access_token",
+    token_type: "Bearer",
+  });
   // IAM's expireTime is an hour away: Istio's expires_in is the whole seconds left.
   expect(answer.expires_in).toBeGreaterThan(3500);
   expect(answer.expires_in).toBeLessThanOrEqual(3600);
@@ -129,7 +133,11 @@ test("GCE VM: --stsPort exchanges the workload's token for a Google access token
   expect((await post()).status).toBe(200);
   expect(google.stsCalls).toHaveLength(1);
   // Malformed: the RFC's error, Istio's status code.
-  const bad = await fetch(`http://127.0.0.1:${stsPort}/token`, { method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" }, body: "grant_type=password" });
+  const bad = await fetch(`http://127.0.0.1:${stsPort}/token`, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: "grant_type=password",
+  });
   expect(bad.status).toBe(400);
   expect(JSON.parse(await bad.text()).error).toBe("invalid_request");
   const dump = JSON.parse(await (await fetch(`http://127.0.0.1:${stsPort}/stsStatus`)).text());

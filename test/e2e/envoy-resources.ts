@@ -31,19 +31,43 @@ export function greeterTable(port: number): Map<string, AnyResource[]> {
       name: "greeter.demo:50051",
       api_listener: { api_listener: { type_url: typeUrl("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"), value: hcm } },
     }),
-    one(ROUTE, "envoy.config.route.v3.RouteConfiguration", { name: "greeter-route", virtual_hosts: [{ name: "vh", domains: ["*"], routes: [{ match: { prefix: "" }, route: { cluster: "greeter-cluster" } }] }] }),
-    one(CLUSTER, "envoy.config.cluster.v3.Cluster", { name: "greeter-cluster", type: "EDS", eds_cluster_config: { eds_config: { ads: {} } }, lb_policy: "ROUND_ROBIN" }),
+    one(ROUTE, "envoy.config.route.v3.RouteConfiguration", {
+      name: "greeter-route",
+      virtual_hosts: [{ name: "vh", domains: ["*"], routes: [{ match: { prefix: "" }, route: { cluster: "greeter-cluster" } }] }],
+    }),
+    one(CLUSTER, "envoy.config.cluster.v3.Cluster", {
+      name: "greeter-cluster",
+      type: "EDS",
+      eds_cluster_config: { eds_config: { ads: {} } },
+      lb_policy: "ROUND_ROBIN",
+    }),
     one(ENDPOINT, "envoy.config.endpoint.v3.ClusterLoadAssignment", {
       cluster_name: "greeter-cluster",
-      endpoints: [{ locality: { region: "r1" }, load_balancing_weight: { value: 1 }, lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: port } } } }] }],
+      endpoints: [
+        {
+          locality: { region: "r1" },
+          load_balancing_weight: { value: 1 },
+          lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: port } } } }],
+        },
+      ],
     }),
   ]);
 }
 
 /** A SotW DiscoveryResponse decoded with Envoy's own protos. */
-export function decodeDiscoveryResponse(bytes: Uint8Array): { typeUrl: string; versionInfo: string; nonce: string; resources: { typeUrl: string; value: Uint8Array }[] } {
+export function decodeDiscoveryResponse(bytes: Uint8Array): {
+  typeUrl: string;
+  versionInfo: string;
+  nonce: string;
+  resources: { typeUrl: string; value: Uint8Array }[];
+} {
   const t = envoyRoot().lookupType("envoy.service.discovery.v3.DiscoveryResponse");
-  const o = t.toObject(t.decode(bytes), { defaults: true }) as { type_url: string; version_info: string; nonce: string; resources: { type_url: string; value: Uint8Array }[] };
+  const o = t.toObject(t.decode(bytes), { defaults: true }) as {
+    type_url: string;
+    version_info: string;
+    nonce: string;
+    resources: { type_url: string; value: Uint8Array }[];
+  };
   return { typeUrl: o.type_url, versionInfo: o.version_info, nonce: o.nonce, resources: o.resources.map((r) => ({ typeUrl: r.type_url, value: r.value })) };
 }
 
@@ -61,7 +85,14 @@ export function decodeResource(typeUrl: string, bytes: Uint8Array): Record<strin
 /** An envoy.extensions.transport_sockets.tls.v3.Secret: name and inline certificate chain. */
 export function decodeSecret(bytes: Uint8Array): { name: string; certificateChain: string; privateKey: string } {
   const t = envoyRoot().lookupType("envoy.extensions.transport_sockets.tls.v3.Secret");
-  const o = t.toObject(t.decode(bytes), { defaults: true }) as { name: string; tls_certificate?: { certificate_chain?: { inline_bytes?: Uint8Array }; private_key?: { inline_bytes?: Uint8Array } } };
+  const o = t.toObject(t.decode(bytes), { defaults: true }) as {
+    name: string;
+    tls_certificate?: { certificate_chain?: { inline_bytes?: Uint8Array }; private_key?: { inline_bytes?: Uint8Array } };
+  };
   const text = (b?: Uint8Array) => Buffer.from(b ?? []).toString("utf8");
-  return { name: o.name, certificateChain: text(o.tls_certificate?.certificate_chain?.inline_bytes), privateKey: text(o.tls_certificate?.private_key?.inline_bytes) };
+  return {
+    name: o.name,
+    certificateChain: text(o.tls_certificate?.certificate_chain?.inline_bytes),
+    privateKey: text(o.tls_certificate?.private_key?.inline_bytes),
+  };
 }

@@ -78,10 +78,15 @@ test("xDS relayed from istiod to a grpc-js-xds client; istiod restarted mid-stre
   expect(m.istiod.streams[0]!.metadata["authorization"]).toBe(`Bearer ${TOKEN}`);
 
   await m.restartIstiod(greeterTable(b.port));
-  const answer = await until(m.pod, "calls follow the restarted istiod's config (greeter B)", async () => {
-    const r = await client!.sayHello("bob", 3000);
-    return r.endsWith("from B") ? r : undefined;
-  }, 15_000);
+  const answer = await until(
+    m.pod,
+    "calls follow the restarted istiod's config (greeter B)",
+    async () => {
+      const r = await client!.sayHello("bob", 3000);
+      return r.endsWith("from B") ? r : undefined;
+    },
+    15_000,
+  );
   expect(answer).toBe("hello bob from B");
   expect(m.istiod.streams.length).toBeGreaterThanOrEqual(1);
   expect(m.pod.exitCode()).toBeNull();

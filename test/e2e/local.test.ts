@@ -23,12 +23,17 @@ test("proxyless (DISABLE_ENVOY): ready without Envoy, calls routed from the file
     proxyConfig: { controlPlaneAuthPolicy: "NONE", terminationDrainDuration: "5s" },
     files: { "xds.yaml": xdsYamlWithPort(a.port) },
   });
-  cleanups.push(() => pod.box.cleanup(), () => pod.kill());
+  cleanups.push(
+    () => pod.box.cleanup(),
+    () => pod.kill(),
+  );
   const client = await xdsGreeterClient(pod, "xds:///greeter.demo:50051");
   cleanups.push(() => client.close());
   expect(await client.sayHello("alice", 10_000)).toBe("hello alice from A");
   expect(a.calls()).toBe(1);
-  await until(pod, "GET /healthz/ready answers 200", async () => ((await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined));
+  await until(pod, "GET /healthz/ready answers 200", async () =>
+    (await httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined,
+  );
 
   const sigterm = Date.now();
   pod.agent.proc.kill("SIGTERM");

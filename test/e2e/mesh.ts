@@ -92,9 +92,21 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOpt
   let pod: Pod | undefined;
   try {
     pod = await startPod({
-      env: { CA_ADDR: ca.address, ISTIOD_SAN: "istiod.istio-system.svc", FAKE_ENVOY_RECORD: recordFile, ...opts.env, ...opts.envFor?.({ caAddress: ca.address }) },
+      env: {
+        CA_ADDR: ca.address,
+        ISTIOD_SAN: "istiod.istio-system.svc",
+        FAKE_ENVOY_RECORD: recordFile,
+        ...opts.env,
+        ...opts.envFor?.({ caAddress: ca.address }),
+      },
       ...(opts.args ? { args: opts.args } : {}),
-      proxyConfig: { discoveryAddress: `127.0.0.1:${relay.port}`, binaryPath: launcher, terminationDrainDuration: "1s", drainDuration: "2s", ...opts.proxyConfig },
+      proxyConfig: {
+        discoveryAddress: `127.0.0.1:${relay.port}`,
+        binaryPath: launcher,
+        terminationDrainDuration: "1s",
+        drainDuration: "2s",
+        ...opts.proxyConfig,
+      },
       files: { "var/run/secrets/istio/root-cert.pem": rootBundle, ...(opts.noTokenFile ? {} : { "var/run/secrets/tokens/istio-token": TOKEN }), ...opts.files },
     });
   } catch (e) {
@@ -139,7 +151,15 @@ export async function startMesh(table: Map<string, AnyResource[]>, opts: MeshOpt
 
 const id = (b: Buffer) => b;
 const SDS = {
-  StreamSecrets: { path: "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", requestStream: true, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
+  StreamSecrets: {
+    path: "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets",
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: id,
+    requestDeserialize: id,
+    responseSerialize: id,
+    responseDeserialize: id,
+  },
 };
 
 /** Ask the agent's SDS socket for `name` once; resolves with the first response's raw bytes. */

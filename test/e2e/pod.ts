@@ -93,7 +93,9 @@ export async function until<T>(pod: Pod | undefined, what: string, probe: () => 
     if (pod && pod.exitCode() !== null) break;
     await Bun.sleep(100);
   }
-  throw new Error(`${what}: not within ${ms}ms${lastErr ? ` (last error: ${lastErr})` : ""}${pod ? `; agent exit=${pod.exitCode()}; agent log tail:\n${pod.tail()}` : ""}`);
+  throw new Error(
+    `${what}: not within ${ms}ms${lastErr ? ` (last error: ${lastErr})` : ""}${pod ? `; agent exit=${pod.exitCode()}; agent log tail:\n${pod.tail()}` : ""}`,
+  );
 }
 
 export async function httpGet(url: string): Promise<{ status: number; body: string }> {

@@ -17,7 +17,10 @@ test("proxyless readiness (DISABLE_ENVOY): ready with no xDS client and istiod u
     env: { DISABLE_ENVOY: "true", GRPC_XDS_BOOTSTRAP: "./etc/istio/proxy/grpc-bootstrap.json", CA_ADDR: "127.0.0.1:1", CA_ROOT_CA: "SYSTEM" },
     proxyConfig: { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" },
   });
-  cleanups.push(() => pod.box.cleanup(), () => pod.kill());
+  cleanups.push(
+    () => pod.box.cleanup(),
+    () => pod.kill(),
+  );
   const url = `http://127.0.0.1:${pod.statusPort}/healthz/ready`;
   const r = await until(pod, "GET /healthz/ready answers 200", async () => {
     const r = await httpGet(url);

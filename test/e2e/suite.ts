@@ -23,7 +23,8 @@ const EXIT_AFTER_DRAIN_MS = 5_000;
 
 const certPath = (pod: Pod, f = "cert-chain.pem") => pod.path(`etc/certs/${f}`);
 const readyAnswer = (pod: Pod) => httpGet(`http://127.0.0.1:${pod.statusPort}/healthz/ready`);
-const xdsSeen = (records: E2eEnvoyRecord[], pid?: number) => records.filter((r) => r.event === "xds" && (pid === undefined || r.pid === pid)).map((r) => r.xds!);
+const xdsSeen = (records: E2eEnvoyRecord[], pid?: number) =>
+  records.filter((r) => r.event === "xds" && (pid === undefined || r.pid === pid)).map((r) => r.xds!);
 const envoyStarts = (s: Scene) => s.records().filter((r) => r.event === "start");
 
 async function untilReady(pod: Pod) {
@@ -35,7 +36,11 @@ async function untilReady(pod: Pod) {
 
 async function untilEnvoyGotConfig(s: Scene, pid?: number) {
   return until(s.pod, `Envoy${pid ? ` (pid ${pid})` : ""} received CDS and LDS through the agent's XDS socket`, () => {
-    const types = new Set(xdsSeen(s.records(), pid).filter((x) => !x.problem).map((x) => x.typeUrl));
+    const types = new Set(
+      xdsSeen(s.records(), pid)
+        .filter((x) => !x.problem)
+        .map((x) => x.typeUrl),
+    );
     return types.has(CLUSTER) && types.has(LISTENER) ? types : undefined;
   });
 }
@@ -70,7 +75,10 @@ export function defineSuite(mode: Mode): void {
   describe(`${mode.name} mode, one pod (xDS-speaking Envoy, 4 s certificates)`, () => {
     let s: Scene | undefined;
     beforeAll(async () => {
-      s = await mode.start({ greeterPort: 9, env: { OUTPUT_CERTS: "etc/certs", E2E_ENVOY_XDS: "1", SECRET_TTL: "4s", ENVOY_RESTART_POLICY: "on-failure", ENVOY_RESTART_BACKOFF_BASE: "100ms" } });
+      s = await mode.start({
+        greeterPort: 9,
+        env: { OUTPUT_CERTS: "etc/certs", E2E_ENVOY_XDS: "1", SECRET_TTL: "4s", ENVOY_RESTART_POLICY: "on-failure", ENVOY_RESTART_BACKOFF_BASE: "100ms" },
+      });
     });
     afterAll(() => s?.cleanup());
 
@@ -88,10 +96,15 @@ export function defineSuite(mode: Mode): void {
       const pod = s!.pod;
       const first = await until(pod, "first certificate in OUTPUT_CERTS", () => fileIfExists(certPath(pod)));
       const firstSerial = await certSerial(first);
-      const rotated = await until(pod, "a rotated certificate (new serial) in OUTPUT_CERTS", async () => {
-        const pem = fileIfExists(certPath(pod));
-        return pem && (await certSerial(pem)) !== firstSerial ? pem : undefined;
-      }, 12_000);
+      const rotated = await until(
+        pod,
+        "a rotated certificate (new serial) in OUTPUT_CERTS",
+        async () => {
+          const pem = fileIfExists(certPath(pod));
+          return pem && (await certSerial(pem)) !== firstSerial ? pem : undefined;
+        },
+        12_000,
+      );
       const x509 = await loadX509();
       const notAfter = new x509.X509Certificate(rotated).notAfter.getTime();
       expect(notAfter - Date.now()).toBeLessThanOrEqual(4_000);
@@ -128,7 +141,10 @@ export function defineSuite(mode: Mode): void {
   test(`${mode.name} mode: a config push reaches the grpc-js-xds client (its calls move); Envoy without config keeps the pod unready`, async () => {
     const a = await startGreeter("A");
     const b = await startGreeter("B");
-    cleanups.push(() => a.stop(), () => b.stop());
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
     const s = await scene({}, a.port);
     const client = await xdsGreeterClient(s.pod, TARGET);
     cleanups.push(() => client.close());
@@ -165,7 +181,9 @@ export function defineSuite(mode: Mode): void {
     client.request(CLUSTER);
     await until(pod, "3 large responses received", () => {
       if (client.received.filter((r) => r.gen !== undefined).length >= 3) return true;
-      throw new Error(`client got ${client.received.length} responses, last: ${JSON.stringify(client.received.slice(-2).map(({ typeUrl, bytes, problem }) => ({ typeUrl, bytes, problem })))}`);
+      throw new Error(
+        `client got ${client.received.length} responses, last: ${JSON.stringify(client.received.slice(-2).map(({ typeUrl, bytes, problem }) => ({ typeUrl, bytes, problem })))}`,
+      );
     });
 
     const sigterm = Date.now();
@@ -185,7 +203,12 @@ export function defineSuite(mode: Mode): void {
     // The relay ends Envoy's stream at a message boundary and the XDS server lets the last bytes
     // and the trailers out before closing the connection.
     expect(end).toBeDefined();
-    expect({ status: end!.status, partialBytes: end!.partialBytes, partialOf: end!.partialOf, message: end!.message }).toEqual({ status: 14, partialBytes: 0, partialOf: 0, message: "agent shutting down" });
+    expect({ status: end!.status, partialBytes: end!.partialBytes, partialOf: end!.partialOf, message: end!.message }).toEqual({
+      status: 14,
+      partialBytes: 0,
+      partialOf: 0,
+      message: "agent shutting down",
+    });
 
     // Envoy: drain_listeners first, SIGTERM after terminationDrainDuration.
     const records = s.records();

@@ -31,7 +31,9 @@ export function writeE2eEnvoyLauncher(dir: string): string {
 
 type Bootstrap = {
   admin?: { address?: { socket_address?: { address?: string; port_value?: number } } };
-  static_resources?: { clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[] };
+  static_resources?: {
+    clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[];
+  };
 };
 
 function xdsPipe(b: Bootstrap): string | undefined {
@@ -86,7 +88,12 @@ async function main(): Promise<void> {
     "/ready": () => new Response("LIVE\n"),
     "/stats": (url) => {
       const re = new RegExp(url.searchParams.get("filter") ?? "");
-      return new Response(stats.map((f) => f()).filter((l) => re.test(l.split(":")[0]!)).join("\n"));
+      return new Response(
+        stats
+          .map((f) => f())
+          .filter((l) => re.test(l.split(":")[0]!))
+          .join("\n"),
+      );
     },
     "/drain_listeners": (_url, method) => new Response("OK\n", { status: method === "POST" ? 200 : 405 }),
     "/quitquitquit": () => (setTimeout(() => exit(0), 10), new Response("OK\n")),
@@ -110,7 +117,11 @@ async function main(): Promise<void> {
 }
 
 /** CDS + LDS over ADS, as Envoy: reconnect after 200 ms whenever the stream ends. */
-async function subscribeForever(socket: string, updates: { cds: number; lds: number }, record: (r: Omit<E2eEnvoyRecord, "pid" | "epoch" | "t">) => void): Promise<void> {
+async function subscribeForever(
+  socket: string,
+  updates: { cds: number; lds: number },
+  record: (r: Omit<E2eEnvoyRecord, "pid" | "epoch" | "t">) => void,
+): Promise<void> {
   for (;;) {
     const client = new AdsClient(socket, (r) => {
       record({ event: "xds", xds: r });

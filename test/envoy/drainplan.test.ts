@@ -1,5 +1,12 @@
 import { expect, test } from "bun:test";
-import { countActiveConnections, describeDrainPlan, drainListenersPath, drainPlanWarning, knownIstioListeners, resolveDrainPlan } from "../../src/envoy/drainplan.ts";
+import {
+  countActiveConnections,
+  describeDrainPlan,
+  drainListenersPath,
+  drainPlanWarning,
+  knownIstioListeners,
+  resolveDrainPlan,
+} from "../../src/envoy/drainplan.ts";
 
 // Istio's pkg/envoy/agent_test.go TestActiveConnections vectors (status port 15021, prometheus 15009).
 const known = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15009 });
@@ -57,7 +64,8 @@ test("countActiveConnections on Istio's vectors", () => {
 
 test("IPv6 wildcard status listener and secure ports are excluded; bad lines reported", () => {
   const k = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090, secureMetricsPort: 15091 });
-  const stats = "listener.[__]_15021.downstream_cx_active: 4\nlistener.0.0.0.0_15091.downstream_cx_active: 2\nlistener.[__]_80.downstream_cx_active: 3\nlistener.x.downstream_cx_active: abc\nno separator here";
+  const stats =
+    "listener.[__]_15021.downstream_cx_active: 4\nlistener.0.0.0.0_15091.downstream_cx_active: 2\nlistener.[__]_80.downstream_cx_active: 3\nlistener.x.downstream_cx_active: abc\nno separator here";
   const r = countActiveConnections(stats, k);
   expect(r.count).toBe(3);
   expect(r.problems).toHaveLength(2);
@@ -90,7 +98,14 @@ test("the drain plan's default SIGKILL grace and component stop are the one 5s s
 
 test("TERMINATION_GRACE_PERIOD_SECONDS: a warning only when the plan cannot fit in it", () => {
   const plan = (terminationGraceSeconds: number | undefined, over: { exitOnZeroActiveConnections?: boolean; terminationDrainMs?: number } = {}) =>
-    resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 5000, minimumDrainMs: 7000, ...over, ...(terminationGraceSeconds !== undefined ? { terminationGraceSeconds } : {}) });
+    resolveDrainPlan({
+      sidecar: true,
+      exitOnZeroActiveConnections: false,
+      terminationDrainMs: 5000,
+      minimumDrainMs: 7000,
+      ...over,
+      ...(terminationGraceSeconds !== undefined ? { terminationGraceSeconds } : {}),
+    });
   // Unknown (unset or 0): no warning, whatever the plan.
   expect(drainPlanWarning(plan(undefined, { terminationDrainMs: 600_000 }))).toBeUndefined();
   expect(drainPlanWarning(plan(0, { terminationDrainMs: 600_000 }))).toBeUndefined();

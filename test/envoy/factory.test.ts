@@ -23,7 +23,17 @@ function config(rawEnv: Record<string, string>, over: Partial<AgentConfig> = {},
     env: readAll(rawEnv, PROXY_ENV).values,
     rawEnv,
     flags: { ...DEFAULT_FLAGS, meshConfig: "", proxyComponentLogLevel: "misc:error" },
-    node: { type: "sidecar", ips: ["10.1.2.3"], ipMode: "ipv4", id: "p.ns", domain: "ns.svc.cluster.local", nodeId: "sidecar~10.1.2.3~p.ns~ns.svc.cluster.local", podName: "p", podNamespace: "ns", serviceAccount: "sa" },
+    node: {
+      type: "sidecar",
+      ips: ["10.1.2.3"],
+      ipMode: "ipv4",
+      id: "p.ns",
+      domain: "ns.svc.cluster.local",
+      nodeId: "sidecar~10.1.2.3~p.ns~ns.svc.cluster.local",
+      podName: "p",
+      podNamespace: "ns",
+      serviceAccount: "sa",
+    },
     labels: {},
     annotations: {},
     root,
@@ -39,17 +49,25 @@ test("defaults: Istio's argument list, sidecar drain plan, restart policy from e
   const o = envoyOptionsFromConfig(config({ PATH: "/bin", ISTIO_CPU_LIMIT: "2" }, {}, { concurrency: 2 }), deps());
   expect(o.binaryPath).toBe("/usr/local/bin/envoy");
   expect(envoyArgs(o.args)).toEqual([
-    "-c", "./etc/istio/proxy/envoy-rev.json",
-    "--drain-time-s", "45",
-    "--drain-strategy", "immediate",
-    "--local-address-ip-version", "v4",
-    "--file-flush-interval-msec", "1000",
+    "-c",
+    "./etc/istio/proxy/envoy-rev.json",
+    "--drain-time-s",
+    "45",
+    "--drain-strategy",
+    "immediate",
+    "--local-address-ip-version",
+    "v4",
+    "--file-flush-interval-msec",
+    "1000",
     "--disable-hot-restart",
     "--allow-unknown-static-fields",
-    "-l", "warning",
-    "--component-log-level", "misc:error",
+    "-l",
+    "warning",
+    "--component-log-level",
+    "misc:error",
     "--skip-deprecated-logs",
-    "--concurrency", "2",
+    "--concurrency",
+    "2",
   ]);
   expect(o.drainPlan).toMatchObject({ mode: "wait", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 5000 });
   expect(o.drainPlan.terminationGraceMs).toBeUndefined();
@@ -65,7 +83,7 @@ test("defaults: Istio's argument list, sidecar drain plan, restart policy from e
 
 test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, override file", () => {
   const override = join(root, "custom_bootstrap.yaml");
-  writeFileSync(override, "tracing: {address: \"$(HOST_IP):9411\"}\n");
+  writeFileSync(override, 'tracing: {address: "$(HOST_IP):9411"}\n');
   const custom = join(root, "custom-envoy.json");
   const env = {
     DNS_PROXY_ADDR: "localhost:53",
@@ -80,8 +98,20 @@ test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, o
   };
   const cfg = config(
     env,
-    { proxyType: "router", uid: 0, node: { ...config({}).node, ips: ["fd00::1"], ipMode: "ipv6" }, flags: { ...config({}).flags, proxyLogLevel: "info,upstream:debug", concurrency: 4 } },
-    { customConfigFile: custom, drainDuration: "20s", terminationDrainDuration: "9s", fileFlushInterval: "2.5s", fileFlushMinSizeKb: 64, proxyAdminPort: 15555 },
+    {
+      proxyType: "router",
+      uid: 0,
+      node: { ...config({}).node, ips: ["fd00::1"], ipMode: "ipv6" },
+      flags: { ...config({}).flags, proxyLogLevel: "info,upstream:debug", concurrency: 4 },
+    },
+    {
+      customConfigFile: custom,
+      drainDuration: "20s",
+      terminationDrainDuration: "9s",
+      fileFlushInterval: "2.5s",
+      fileFlushMinSizeKb: 64,
+      proxyAdminPort: 15555,
+    },
   );
   const o = envoyOptionsFromConfig(cfg, { ...deps(), bootstrapPath: custom });
   expect(o.runAs).toEqual({ uid: 1337, gid: 1337 });
@@ -92,29 +122,42 @@ test("router, IPv6, root with DNS on :53, FIPS, zero-connections, hot restart, o
   expect(o.cleanupFiles).toEqual([]); // never delete the user's custom config
   expect((o.admin as HttpEnvoyAdmin).base).toBe("http://[::1]:15555");
   expect(envoyArgs(o.args)).toEqual([
-    "-c", custom,
-    "--drain-time-s", "20",
-    "--drain-strategy", "immediate",
-    "--local-address-ip-version", "v6",
-    "--file-flush-interval-msec", "2500",
+    "-c",
+    custom,
+    "--drain-time-s",
+    "20",
+    "--drain-strategy",
+    "immediate",
+    "--local-address-ip-version",
+    "v6",
+    "--file-flush-interval-msec",
+    "2500",
     "--disable-hot-restart",
     "--allow-unknown-static-fields",
-    "--file-flush-min-size-kb", "64",
-    "-l", "info",
-    "--component-log-level", "upstream:debug",
+    "--file-flush-min-size-kb",
+    "64",
+    "-l",
+    "info",
+    "--component-log-level",
+    "upstream:debug",
     "--skip-deprecated-logs",
     "--enable-core-dump",
-    "--config-yaml", `{"tracing":{"address":"[fd00::9]:9411"}}`,
-    "--concurrency", "4",
+    "--config-yaml",
+    `{"tracing":{"address":"[fd00::9]:9411"}}`,
+    "--concurrency",
+    "4",
   ]);
 });
 
 test("bad inputs are warned about by name and defaults used", () => {
   const m = memoryLogger();
-  const o = envoyOptionsFromConfig(config({ ENVOY_RESTART_POLICY: "sometimes", ISTIO_BOOTSTRAP_OVERRIDE: join(root, "missing.yaml") }, {}, { drainDuration: "soon" }), {
-    ...deps(),
-    log: m.log,
-  });
+  const o = envoyOptionsFromConfig(
+    config({ ENVOY_RESTART_POLICY: "sometimes", ISTIO_BOOTSTRAP_OVERRIDE: join(root, "missing.yaml") }, {}, { drainDuration: "soon" }),
+    {
+      ...deps(),
+      log: m.log,
+    },
+  );
   expect(o.args.drainDurationMs).toBe(45_000);
   expect(o.restart.mode).toBe("never");
   expect(o.args.configYaml).toBeUndefined();
@@ -154,5 +197,7 @@ test("TERMINATION_GRACE_PERIOD_SECONDS reaches the drain plan, and the superviso
   await sup.start(new AbortController().signal).catch(() => undefined);
   const plan = lines.findIndex((l) => l.includes("drain plan on SIGTERM"));
   expect(plan).toBeGreaterThanOrEqual(0);
-  expect(lines[plan + 1]).toContain("warn\tenvoy\tdrain plan needs up to 15s (terminationDrainDuration 5s + SIGKILL grace 5s + component stop 5s), more than TERMINATION_GRACE_PERIOD_SECONDS 10s");
+  expect(lines[plan + 1]).toContain(
+    "warn\tenvoy\tdrain plan needs up to 15s (terminationDrainDuration 5s + SIGKILL grace 5s + component stop 5s), more than TERMINATION_GRACE_PERIOD_SECONDS 10s",
+  );
 });

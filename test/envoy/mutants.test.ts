@@ -46,7 +46,14 @@ function harness(stats: Step[], opts: { sleepResults?: boolean[] } = {}) {
 }
 
 const waitPlan = resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 5000, minimumDrainMs: 0 });
-const zeroPlan = resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: true, terminationDrainMs: 5000, minimumDrainMs: 3000, pollIntervalMs: 1000, pollTimeoutMs: 2000 });
+const zeroPlan = resolveDrainPlan({
+  sidecar: true,
+  exitOnZeroActiveConnections: true,
+  terminationDrainMs: 5000,
+  minimumDrainMs: 3000,
+  pollIntervalMs: 1000,
+  pollTimeoutMs: 2000,
+});
 
 const active = (n: number) => `listener.0.0.0.0_8080.downstream_cx_active: ${n}\nlistener.admin.downstream_cx_active: 7`;
 
@@ -134,7 +141,12 @@ describe("waitForDrain: EXIT_ON_ZERO_ACTIVE_CONNECTIONS", () => {
     const h = harness([boom(), boom(), boom(), boom(), active(2), boom(), boom(), boom(), boom(), active(0)]);
     expect(await h.run(zeroPlan)).toBe("no more active connections");
     expect(h.statCalls.length).toBe(10);
-    expect(h.lines().filter((l) => l.startsWith("warn Retrying")).at(-1)).toBe("warn Retrying (4 attempt) to obtain active connections...");
+    expect(
+      h
+        .lines()
+        .filter((l) => l.startsWith("warn Retrying"))
+        .at(-1),
+    ).toBe("warn Retrying (4 attempt) to obtain active connections...");
   });
 
   test("a signal arriving during a poll ends the wait before its answer is used", async () => {
@@ -172,7 +184,9 @@ describe("state machine: refusals say why, and the rows the transition table did
   test("the transition log's words for each event", () => {
     expect(describeEvent({ type: "spawned", epoch: 2, pid: 42 })).toBe("Envoy epoch 2 started, pid 42");
     expect(describeEvent({ type: "exited", epoch: 1, last: true, restart: false, status: "exit code 1" })).toBe("Envoy epoch 1 ended: exit code 1");
-    expect(describeEvent({ type: "exited", epoch: 0, last: false, restart: false, status: "signal SIGKILL" })).toBe("Envoy epoch 0 ended: signal SIGKILL; other epochs still running");
+    expect(describeEvent({ type: "exited", epoch: 0, last: false, restart: false, status: "signal SIGKILL" })).toBe(
+      "Envoy epoch 0 ended: signal SIGKILL; other epochs still running",
+    );
     expect(describeEvent({ type: "shutdown", immediate: true, skipDrain: false })).toBe("shutdown requested, immediate");
     expect(describeEvent({ type: "shutdown", immediate: false, skipDrain: true })).toBe("shutdown requested, already drained");
     expect(describeEvent({ type: "shutdown", immediate: false, skipDrain: false })).toBe("shutdown requested");
@@ -185,19 +199,48 @@ describe("state machine: refusals say why, and the rows the transition table did
 describe("drain plan and stats parsing", () => {
   test("resolved plans, with Istio's defaults and negative durations clamped", () => {
     expect(resolveDrainPlan({ sidecar: false, exitOnZeroActiveConnections: false, terminationDrainMs: -1, minimumDrainMs: -1 })).toEqual({
-      mode: "wait", inboundOnly: false, terminationDrainMs: 0, minimumDrainMs: 0, pollIntervalMs: 1000, pollTimeoutMs: 2000, maxPollErrors: 4, stopGraceMs: 5000, componentStopMs: 5000,
+      mode: "wait",
+      inboundOnly: false,
+      terminationDrainMs: 0,
+      minimumDrainMs: 0,
+      pollIntervalMs: 1000,
+      pollTimeoutMs: 2000,
+      maxPollErrors: 4,
+      stopGraceMs: 5000,
+      componentStopMs: 5000,
     });
-    expect(resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, stopGraceMs: 30 })).toEqual({
-      mode: "zero-connections", inboundOnly: true, terminationDrainMs: 5000, minimumDrainMs: 7000, pollIntervalMs: 10, pollTimeoutMs: 20, maxPollErrors: 4, stopGraceMs: 30, componentStopMs: 5000,
+    expect(
+      resolveDrainPlan({
+        sidecar: true,
+        exitOnZeroActiveConnections: true,
+        terminationDrainMs: 5000,
+        minimumDrainMs: 7000,
+        pollIntervalMs: 10,
+        pollTimeoutMs: 20,
+        stopGraceMs: 30,
+      }),
+    ).toEqual({
+      mode: "zero-connections",
+      inboundOnly: true,
+      terminationDrainMs: 5000,
+      minimumDrainMs: 7000,
+      pollIntervalMs: 10,
+      pollTimeoutMs: 20,
+      maxPollErrors: 4,
+      stopGraceMs: 30,
+      componentStopMs: 5000,
     });
   });
 
   test("Istio's own listeners: status and Prometheus ports, plus each secure metrics port given", () => {
     const base = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090 });
     expect([...base].sort()).toEqual([
-      "listener.0.0.0.0_15021.downstream_cx_active", "listener.0.0.0.0_15090.downstream_cx_active",
-      "listener.[__]_15021.downstream_cx_active", "listener.[__]_15090.downstream_cx_active",
-      "listener.admin.downstream_cx_active", "listener.admin.main_thread.downstream_cx_active",
+      "listener.0.0.0.0_15021.downstream_cx_active",
+      "listener.0.0.0.0_15090.downstream_cx_active",
+      "listener.[__]_15021.downstream_cx_active",
+      "listener.[__]_15090.downstream_cx_active",
+      "listener.admin.downstream_cx_active",
+      "listener.admin.main_thread.downstream_cx_active",
     ]);
     const secure = knownIstioListeners({ envoyStatusPort: 15021, envoyPrometheusPort: 15090, secureMetricsPort: 15091 });
     expect(secure.size).toBe(8);
@@ -211,9 +254,15 @@ describe("drain plan and stats parsing", () => {
     const none = new Set<string>();
     expect(countActiveConnections("", none)).toEqual({ count: -1, problems: [] });
     expect(countActiveConnections("listener.a.downstream_cx_active: 12\n   \n\nlistener.b.downstream_cx_active: 3", none)).toEqual({ count: 15, problems: [] });
-    expect(countActiveConnections("garbage\nlistener.a.downstream_cx_active: x5\nlistener.b.downstream_cx_active: 5x\nlistener.c.downstream_cx_active: 2", none)).toEqual({
+    expect(
+      countActiveConnections("garbage\nlistener.a.downstream_cx_active: x5\nlistener.b.downstream_cx_active: 5x\nlistener.c.downstream_cx_active: 2", none),
+    ).toEqual({
       count: 2,
-      problems: ["envoy stat line is missing separator: garbage", "failed parsing Envoy stat listener.a.downstream_cx_active: x5", "failed parsing Envoy stat listener.b.downstream_cx_active: 5x"],
+      problems: [
+        "envoy stat line is missing separator: garbage",
+        "failed parsing Envoy stat listener.a.downstream_cx_active: x5",
+        "failed parsing Envoy stat listener.b.downstream_cx_active: 5x",
+      ],
     });
   });
 });

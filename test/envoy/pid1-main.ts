@@ -22,7 +22,16 @@ const sup = new EnvoySupervisor({
   log: silentLogger(),
   readiness: new Readiness(),
   binaryPath: writeFakeEnvoyLauncher(dir),
-  args: { bootstrapPath: bootstrap, drainDurationMs: 1000, nodeIps: ["127.0.0.1"], proxyLogLevel: "warning", proxyComponentLogLevel: "", skipDeprecatedLogs: false, enableCoreDump: false, concurrency: 0 },
+  args: {
+    bootstrapPath: bootstrap,
+    drainDurationMs: 1000,
+    nodeIps: ["127.0.0.1"],
+    proxyLogLevel: "warning",
+    proxyComponentLogLevel: "",
+    skipDeprecatedLogs: false,
+    enableCoreDump: false,
+    concurrency: 0,
+  },
   env: { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_ENVOY_ORPHAN_MS: "200" },
   admin: new HttpEnvoyAdmin("127.0.0.1", port),
   drainPlan: resolveDrainPlan({ sidecar: true, exitOnZeroActiveConnections: false, terminationDrainMs: 0, minimumDrainMs: 0, stopGraceMs: 1000 }),
@@ -37,7 +46,9 @@ await sup.start(new AbortController().signal);
 const own = Bun.spawn(["sh", "-c", "sleep 0.4; exit 7"], { stdio: ["ignore", "ignore", "ignore"] });
 const ownChildExit = await own.exited;
 await Bun.sleep(1200);
-const zombies = listProcesses().filter((p) => p.state === "Z").map((p) => p.pid);
+const zombies = listProcesses()
+  .filter((p) => p.state === "Z")
+  .map((p) => p.pid);
 const envoyRunning = sup.state === "running" && sup.pids.length === 1;
 await sup.shutdown({ immediate: true });
 rmSync(dir, { recursive: true, force: true });

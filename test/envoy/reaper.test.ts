@@ -54,13 +54,18 @@ async function runAsPid1(mode: "reap" | "noreap"): Promise<{ pid: number; zombie
   return JSON.parse(out.trim().split("\n").at(-1)!);
 }
 
-testRequiring({ root: true, tools: ["unshare"], apt: ["util-linux"] }, "as PID 1 in a new PID namespace, orphaned grandchildren are reaped", async () => {
-  const [reaped, control] = await Promise.all([runAsPid1("reap"), runAsPid1("noreap")]);
-  expect(reaped.pid).toBe(1);
-  expect(reaped.envoyRunning).toBe(true);
-  expect(reaped.ownChildExit).toBe(7); // Bun still collected its own child
-  expect(reaped.zombies).toEqual([]);
-  // Without the reaper the orphan stays a zombie: the check above can fail.
-  expect(control.pid).toBe(1);
-  expect(control.zombies.length).toBeGreaterThanOrEqual(1);
-}, 20_000);
+testRequiring(
+  { root: true, tools: ["unshare"], apt: ["util-linux"] },
+  "as PID 1 in a new PID namespace, orphaned grandchildren are reaped",
+  async () => {
+    const [reaped, control] = await Promise.all([runAsPid1("reap"), runAsPid1("noreap")]);
+    expect(reaped.pid).toBe(1);
+    expect(reaped.envoyRunning).toBe(true);
+    expect(reaped.ownChildExit).toBe(7); // Bun still collected its own child
+    expect(reaped.zombies).toEqual([]);
+    // Without the reaper the orphan stays a zombie: the check above can fail.
+    expect(control.pid).toBe(1);
+    expect(control.zombies.length).toBeGreaterThanOrEqual(1);
+  },
+  20_000,
+);

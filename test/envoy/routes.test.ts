@@ -12,7 +12,8 @@ function recorder(): LifecycleControl & { calls: string[] } {
 }
 
 test("isLoopback", () => {
-  for (const ip of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "[::1]", "0:0:0:0:0:0:0:1"]) expect({ ip, ok: isLoopback(ip) }).toEqual({ ip, ok: true });
+  for (const ip of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "[::1]", "0:0:0:0:0:0:0:1"])
+    expect({ ip, ok: isLoopback(ip) }).toEqual({ ip, ok: true });
   for (const ip of ["10.0.0.1", "::2", "fe80::1", "", undefined, "localhost"]) expect({ ip, ok: isLoopback(ip) }).toEqual({ ip, ok: false });
 });
 

@@ -37,7 +37,9 @@ describe("EnvoySupervisor with a fake Envoy", () => {
     const ac = new AbortController();
     await h.sup.start(ac.signal);
     await h.waitReady();
-    expect(h.lines.some((l) => l.includes("drain plan on SIGTERM: POST /drain_listeners?inboundonly&graceful; wait terminationDrainDuration 400ms"))).toBe(true);
+    expect(h.lines.some((l) => l.includes("drain plan on SIGTERM: POST /drain_listeners?inboundonly&graceful; wait terminationDrainDuration 400ms"))).toBe(
+      true,
+    );
     ac.abort(); // the composition root aborts on the first signal
     await until(() => h!.readiness.blockers().some((b) => b.name === "terminating"), "the terminating blocker");
     // The 400ms wait starts only after the drain call has been answered (the sentinel for the

@@ -47,11 +47,18 @@ test("CA down from the first renewal: the valid certificate is kept, retries are
   m.ca.mode = "ok";
   const back = performance.now();
   const keptSerial = await certSerial(kept);
-  await until(m.pod, "a new certificate once the CA is back", async () => {
-    const pem = fileIfExists(certFile());
-    return pem && (await certSerial(pem)) !== keptSerial ? true : undefined;
-  }, 20_000);
+  await until(
+    m.pod,
+    "a new certificate once the CA is back",
+    async () => {
+      const pem = fileIfExists(certFile());
+      return pem && (await certSerial(pem)) !== keptSerial ? true : undefined;
+    },
+    20_000,
+  );
   const recoveredMs = performance.now() - back;
   expect(m.pod.exitCode()).toBeNull();
-  console.log(`ca-down: ${renewals} failed renewals, ${attempts} CA requests in ${((performance.now() - t0 - recoveredMs) / 1000).toFixed(1)} s of outage; kept cert had ${((notAfter - firstFailureAt) / 1000).toFixed(1)} s left at the first failure; renewed ${(recoveredMs / 1000).toFixed(1)} s after`);
+  console.log(
+    `ca-down: ${renewals} failed renewals, ${attempts} CA requests in ${((performance.now() - t0 - recoveredMs) / 1000).toFixed(1)} s of outage; kept cert had ${((notAfter - firstFailureAt) / 1000).toFixed(1)} s left at the first failure; renewed ${(recoveredMs / 1000).toFixed(1)} s after`,
+  );
 }, 60_000);

@@ -46,13 +46,32 @@ export type Verdict = { kind: "accepted" } | { kind: "help" } | { kind: "rejecte
  */
 const UNSAFE_FIELDS = new Set(["configPath", "binaryPath", "customConfigFile", "proxyBootstrapTemplatePath", "statusPort", "proxyAdminPort"]);
 const UNSAFE_ENV = new Set([
-  "DISABLE_ENVOY", "CA_PROVIDER", "FILE_MOUNTED_CERTS", "CLOUD_PLATFORM", "GCE_METADATA_HOST", "GCP_METADATA", "OUTPUT_CERTS", "GRPC_XDS_BOOTSTRAP", "LOCAL_XDS_PATH",
-  "LOCAL_CA_DIR", "PROV_CERT", "ISTIO_BOOTSTRAP", "ISTIO_BOOTSTRAP_OVERRIDE", "DNS_PROXY_ADDR", "ISTIO_META_DNS_CAPTURE", "ISTIO_META_ENABLE_DNS_SERVER",
-  "IPTABLES_TRACE_LOGGING", "WORKLOAD_IDENTITY_SOCKET_FILE", "CREDENTIAL_FETCHER_TYPE", "PROXY_CONFIG",
+  "DISABLE_ENVOY",
+  "CA_PROVIDER",
+  "FILE_MOUNTED_CERTS",
+  "CLOUD_PLATFORM",
+  "GCE_METADATA_HOST",
+  "GCP_METADATA",
+  "OUTPUT_CERTS",
+  "GRPC_XDS_BOOTSTRAP",
+  "LOCAL_XDS_PATH",
+  "LOCAL_CA_DIR",
+  "PROV_CERT",
+  "ISTIO_BOOTSTRAP",
+  "ISTIO_BOOTSTRAP_OVERRIDE",
+  "DNS_PROXY_ADDR",
+  "ISTIO_META_DNS_CAPTURE",
+  "ISTIO_META_ENABLE_DNS_SERVER",
+  "IPTABLES_TRACE_LOGGING",
+  "WORKLOAD_IDENTITY_SOCKET_FILE",
+  "CREDENTIAL_FETCHER_TYPE",
+  "PROXY_CONFIG",
 ]);
 const BINARY_FIELDS = FIELDS.filter((f) => !UNSAFE_FIELDS.has(f));
 const BINARY_ENV = ENV_NAMES.filter((n) => !UNSAFE_ENV.has(n));
-const BINARY_FLAGS = ALL_FLAGS.filter((f) => !["log_target", "meshConfig", "templateFile", "localXdsPath", "outlierLogPath", "help", "stsPort"].includes(f.name)).map((f) => f.name);
+const BINARY_FLAGS = ALL_FLAGS.filter(
+  (f) => !["log_target", "meshConfig", "templateFile", "localXdsPath", "outlierLogPath", "help", "stsPort"].includes(f.name),
+).map((f) => f.name);
 /** Text the binary runs must not carry (the same unsafe names, in annotations and mangled text). */
 export const BINARY_UNSAFE_TEXT = /status\.sidecar\.istio\.io\/port|status_?port|admin_?port|config_?path|binary_?path|custom_?config|bootstrap_?template/i;
 
@@ -103,11 +122,13 @@ export function loadLikeTheAgent(c: ConfigCase): Verdict {
     });
     const probers = parseAppProbers(config.env.ISTIO_KUBE_APP_PROBERS);
     for (const line of [probers.configError, ...probers.rejected, ...probers.invalid.values()]) {
-      if (line !== undefined && !line.startsWith("ISTIO_KUBE_APP_PROBERS")) return { kind: "crash", error: `a prober problem that does not name ISTIO_KUBE_APP_PROBERS: ${line}` };
+      if (line !== undefined && !line.startsWith("ISTIO_KUBE_APP_PROBERS"))
+        return { kind: "crash", error: `a prober problem that does not name ISTIO_KUBE_APP_PROBERS: ${line}` };
     }
     const scrape = parseScrapeConfig(config.env.ISTIO_PROMETHEUS_ANNOTATIONS, Number(config.proxyConfig.statusPort ?? 15020));
     for (const line of scrape?.problems ?? []) {
-      if (!line.startsWith("ISTIO_PROMETHEUS_ANNOTATIONS")) return { kind: "crash", error: `a scrape problem that does not name ISTIO_PROMETHEUS_ANNOTATIONS: ${line}` };
+      if (!line.startsWith("ISTIO_PROMETHEUS_ANNOTATIONS"))
+        return { kind: "crash", error: `a scrape problem that does not name ISTIO_PROMETHEUS_ANNOTATIONS: ${line}` };
     }
     try {
       parseGoMemLimit(config.env.GOMEMLIMIT);
@@ -123,7 +144,8 @@ export function loadLikeTheAgent(c: ConfigCase): Verdict {
   } catch (e) {
     const err = e as Error;
     if (!(e instanceof ConfigError || e instanceof FlagError || e instanceof CliError)) return { kind: "crash", error: err?.stack ?? String(e) };
-    if (!c.names.some((n) => err.message.includes(n))) return { kind: "crash", error: `a rejection that names none of ${JSON.stringify(c.names)}: ${err.message}` };
+    if (!c.names.some((n) => err.message.includes(n)))
+      return { kind: "crash", error: `a rejection that names none of ${JSON.stringify(c.names)}: ${err.message}` };
     return { kind: "rejected", message: err.message };
   }
 }
@@ -131,5 +153,10 @@ export function loadLikeTheAgent(c: ConfigCase): Verdict {
 /** The case as one reproducible line (JSON), for failure messages. */
 export function describeCase(c: ConfigCase): string {
   const clip = (s: string) => (s.length > 2000 ? `${s.slice(0, 2000)}…(${s.length} chars)` : s);
-  return JSON.stringify({ surface: c.surface, argv: c.argv, env: Object.fromEntries(Object.entries(c.env).map(([k, v]) => [k, clip(v)])), files: Object.fromEntries(Object.entries(c.files).map(([k, v]) => [k, clip(v)])) });
+  return JSON.stringify({
+    surface: c.surface,
+    argv: c.argv,
+    env: Object.fromEntries(Object.entries(c.env).map(([k, v]) => [k, clip(v)])),
+    files: Object.fromEntries(Object.entries(c.files).map(([k, v]) => [k, clip(v)])),
+  });
 }

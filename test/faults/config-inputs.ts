@@ -23,11 +23,67 @@ const int = (r: Rand, n: number) => Math.floor(r() * n);
 const pick = <T>(r: Rand, xs: readonly T[]): T => xs[int(r, xs.length)]!;
 
 const STRINGS = [
-  "", " ", "0", "-1", "1", "65535", "65536", "99999999999999999999", "1e400", "-0", "0x10", "NaN", "Infinity", "null", "~", "true", "no",
-  "45s", "-5s", "0s", "1ms", "1.5s", "1h2m3s", "9999999999h", "1m0s", "5", "1.500s", "10.5ns", "P1D", "s",
-  "localhost:15012", "istiod.istio-system.svc:15012", "[::1]:15012", "::1", ":", ":15012", "host:", "host:0", "a b:1", "127.0.0.1:99999",
-  "NONE", "MUTUAL_TLS", "REDIRECT", "TPROXY", "x".repeat(300), "é\u0000\u202e\uffff", "$(HOST_IP):9411", "${HOST_IP}", "{{ .x }}", "\n", "\t",
-  "/dev/zero", "../../etc/passwd", "./etc/istio/proxy", "/usr/local/bin/envoy", "a=b", "\"", "'", "\\", "%s%n", "🙂",
+  "",
+  " ",
+  "0",
+  "-1",
+  "1",
+  "65535",
+  "65536",
+  "99999999999999999999",
+  "1e400",
+  "-0",
+  "0x10",
+  "NaN",
+  "Infinity",
+  "null",
+  "~",
+  "true",
+  "no",
+  "45s",
+  "-5s",
+  "0s",
+  "1ms",
+  "1.5s",
+  "1h2m3s",
+  "9999999999h",
+  "1m0s",
+  "5",
+  "1.500s",
+  "10.5ns",
+  "P1D",
+  "s",
+  "localhost:15012",
+  "istiod.istio-system.svc:15012",
+  "[::1]:15012",
+  "::1",
+  ":",
+  ":15012",
+  "host:",
+  "host:0",
+  "a b:1",
+  "127.0.0.1:99999",
+  "NONE",
+  "MUTUAL_TLS",
+  "REDIRECT",
+  "TPROXY",
+  "x".repeat(300),
+  "é\u0000\u202e\uffff",
+  "$(HOST_IP):9411",
+  "${HOST_IP}",
+  "{{ .x }}",
+  "\n",
+  "\t",
+  "/dev/zero",
+  "../../etc/passwd",
+  "./etc/istio/proxy",
+  "/usr/local/bin/envoy",
+  "a=b",
+  '"',
+  "'",
+  "\\",
+  "%s%n",
+  "🙂",
 ];
 const NUMBERS = [0, -1, 1, 0.5, -0.5, 15020, 65535, 65536, 2 ** 31, 2 ** 53, 2 ** 64, 1e308, -1e308, 1e-300];
 
@@ -51,7 +107,11 @@ export function anyValue(r: Rand, depth = 3): unknown {
   if (k === 6) return Array.from({ length: int(r, 4) }, () => anyValue(r, depth - 1));
   if (k === 7) {
     const o: Record<string, unknown> = {};
-    for (let i = int(r, 4); i > 0; i--) o[r() < 0.5 ? pick(r, ["address", "value", "pollDelay", "cryptomb", "qat", "zipkin", "datadog", "name", "port", "path"]) : pick(r, STRINGS)] = anyValue(r, depth - 1);
+    for (let i = int(r, 4); i > 0; i--)
+      o[r() < 0.5 ? pick(r, ["address", "value", "pollDelay", "cryptomb", "qat", "zipkin", "datadog", "name", "port", "path"]) : pick(r, STRINGS)] = anyValue(
+        r,
+        depth - 1,
+      );
     return o;
   }
   return scalar(r);
@@ -79,9 +139,16 @@ function fieldValue(r: Rand, field: string): unknown {
       return pick(r, ["localhost:15012", "[::1]:15012", "::1", ":", "host:0", "a b:1", "127.0.0.1:99999", "$(HOST_IP):9411", "", "x".repeat(300) + ":1"]);
     case "proxyMetadata":
     case "runtimeValues":
-      return Object.fromEntries(Array.from({ length: int(r, 4) }, () => [pick(r, ["ISTIO_META_DNS_CAPTURE", "ISTIO_META_DNS_AUTO_ALLOCATE", "ISTIO_META_CLUSTER_ID", "DNS_PROXY_ADDR", "X", ""]), anyValue(r, 1)]));
+      return Object.fromEntries(
+        Array.from({ length: int(r, 4) }, () => [
+          pick(r, ["ISTIO_META_DNS_CAPTURE", "ISTIO_META_DNS_AUTO_ALLOCATE", "ISTIO_META_CLUSTER_ID", "DNS_PROXY_ADDR", "X", ""]),
+          anyValue(r, 1),
+        ]),
+      );
     case "tracing":
-      return { [pick(r, ["zipkin", "lightstep", "datadog", "stackdriver", "openCensusAgent", "tlsSettings"])]: r() < 0.7 ? { address: pick(r, STRINGS) } : anyValue(r) };
+      return {
+        [pick(r, ["zipkin", "lightstep", "datadog", "stackdriver", "openCensusAgent", "tlsSettings"])]: r() < 0.7 ? { address: pick(r, STRINGS) } : anyValue(r),
+      };
     case "privateKeyProvider":
       return { [pick(r, ["cryptomb", "qat", "other"])]: r() < 0.7 ? { pollDelay: pick(r, ["0s", "1ms", "x", "-1s"]) } : anyValue(r) };
     case "envoyMetricsService":
@@ -153,7 +220,9 @@ export function mutateText(r: Rand, text: string): string {
       return text.slice(0, int(r, text.length));
     case 2: {
       const at = int(r, text.length);
-      return text.slice(0, at) + pick(r, ["\u0000", "{", "}", "[", "]", ":", "- ", "\n  ", "&a ", "*a", "!!", "\"", "'", "#", "%YAML 1.1\n", "\t"]) + text.slice(at);
+      return (
+        text.slice(0, at) + pick(r, ["\u0000", "{", "}", "[", "]", ":", "- ", "\n  ", "&a ", "*a", "!!", '"', "'", "#", "%YAML 1.1\n", "\t"]) + text.slice(at)
+      );
     }
     default:
       return text.repeat(1 + int(r, 5));
@@ -164,7 +233,7 @@ export function mutateText(r: Rand, text: string): string {
 export function proxyConfigText(r: Rand, fields: readonly string[] = FIELDS): string {
   const k = int(r, 10);
   if (k === 0) return yamlSpecial(r, fields);
-  if (k === 1) return pick(r, ["", " ", "null", "[]", "- a", "3", '"x"', "{", "}", "{}", "~", "\u0000", "---", "...", "{\"a\":1,\"a\":2}"]);
+  if (k === 1) return pick(r, ["", " ", "null", "[]", "- a", "3", '"x"', "{", "}", "{}", "~", "\u0000", "---", "...", '{"a":1,"a":2}']);
   const doc = proxyConfigDoc(r, fields);
   const text = r() < 0.5 ? JSON.stringify(doc) : YAML.stringify(doc);
   return r() < 0.25 ? mutateText(r, text) : text;
@@ -187,7 +256,11 @@ function goQuoted(r: Rand, value: string): string {
     case 0:
       return q.slice(0, -1);
     case 1:
-      return q.slice(0, 1 + int(r, q.length)) + pick(r, ["\\x", "\\xZZ", "\\u12", "\\U0011FFFF", "\\400", "\\q", "\\", "\\777", "\\ud800", "\n"]) + q.slice(1 + int(r, q.length));
+      return (
+        q.slice(0, 1 + int(r, q.length)) +
+        pick(r, ["\\x", "\\xZZ", "\\u12", "\\U0011FFFF", "\\400", "\\q", "\\", "\\777", "\\ud800", "\n"]) +
+        q.slice(1 + int(r, q.length))
+      );
     case 2:
       return "`" + value + "`";
     case 3:
@@ -201,7 +274,18 @@ function goQuoted(r: Rand, value: string): string {
 export function downwardText(r: Rand, fields: readonly string[] = FIELDS): string {
   const lines: string[] = [];
   for (let i = int(r, 6); i >= 0; i--) {
-    const key = pick(r, ["proxy.istio.io/config", "sidecar.istio.io/discoveryAddress", "status.sidecar.istio.io/port", "traffic.sidecar.istio.io/excludeInterfaces", "app", "version", "", "=", "a b", "x".repeat(300)]);
+    const key = pick(r, [
+      "proxy.istio.io/config",
+      "sidecar.istio.io/discoveryAddress",
+      "status.sidecar.istio.io/port",
+      "traffic.sidecar.istio.io/excludeInterfaces",
+      "app",
+      "version",
+      "",
+      "=",
+      "a b",
+      "x".repeat(300),
+    ]);
     let value: string;
     if (key === "proxy.istio.io/config") value = proxyConfigText(r, fields);
     else if (key === "status.sidecar.istio.io/port") value = pick(r, ["15020", "0", "-1", "65536", "abc", " 15021 ", "", "1e3", "99999999999999999999"]);
@@ -210,19 +294,23 @@ export function downwardText(r: Rand, fields: readonly string[] = FIELDS): strin
     else value = pick(r, STRINGS);
     lines.push(`${key}=${goQuoted(r, value)}`);
   }
-  if (r() < 0.1) lines.push(pick(r, ["no equals sign", "", "\r", "=\"\"", "k=\"a\"\"b\""]));
+  if (r() < 0.1) lines.push(pick(r, ["no equals sign", "", "\r", '=""', 'k="a""b"']));
   const text = lines.join(r() < 0.9 ? "\n" : "\r\n");
   return r() < 0.15 ? mutateText(r, text) : text;
 }
 
 /** ISTIO_KUBE_APP_PROBERS: the injector's JSON map, hostile. */
 export function probersText(r: Rand): string {
-  if (r() < 0.1) return pick(r, ["", "{", "[]", "null", "1", '"x"', "{}", "{\"/app-health/a/livez\":null}", "\u0000"]);
+  if (r() < 0.1) return pick(r, ["", "{", "[]", "null", "1", '"x"', "{}", '{"/app-health/a/livez":null}', "\u0000"]);
   const doc: Record<string, unknown> = {};
   for (let i = 1 + int(r, 4); i > 0; i--) {
-    const path = r() < 0.7 ? `/${pick(r, ["app-health", "app-lifecycle", "x"])}/${pick(r, ["web", "a/b", "", "é"])}/${pick(r, ["livez", "readyz", "startupz", "prestopz", "poststartz", "x"])}` : pick(r, STRINGS);
+    const path =
+      r() < 0.7
+        ? `/${pick(r, ["app-health", "app-lifecycle", "x"])}/${pick(r, ["web", "a/b", "", "é"])}/${pick(r, ["livez", "readyz", "startupz", "prestopz", "poststartz", "x"])}`
+        : pick(r, STRINGS);
     const handler = pick(r, ["httpGet", "tcpSocket", "grpc", "exec"]);
-    const spec: Record<string, unknown> = r() < 0.6 ? { port: pick(r, [8080, 0, -1, 65536, "8080", "http", 1.5, null]) } : (anyValue(r, 2) as Record<string, unknown>);
+    const spec: Record<string, unknown> =
+      r() < 0.6 ? { port: pick(r, [8080, 0, -1, 65536, "8080", "http", 1.5, null]) } : (anyValue(r, 2) as Record<string, unknown>);
     if (handler === "httpGet" && spec && typeof spec === "object") {
       spec.path = pick(r, ["/healthz", "healthz", "", "/a?b#c", 1, null]);
       if (r() < 0.5) spec.scheme = pick(r, ["HTTP", "HTTPS", "https", "ftp", 1]);
@@ -252,7 +340,25 @@ function envValue(r: Rand, type: string): string {
     case "duration":
       return pick(r, ["0s", "1ms", "-1s", "-5s", "5s", "1h", "9999999999h", "1.5s", "10", "", "abc", "1m30s", "2562047h47m16.854775807s", "2562048h"]);
     default:
-      return pick(r, ["", "x", "localhost:15053", ":0", "[::1]:53", "none", "local", "Citadel", "GoogleComputeEngine", "fips-140-3", "fips140=only", "10MiB", "off", "1", "-1", "1TiB", "a,b,*"]);
+      return pick(r, [
+        "",
+        "x",
+        "localhost:15053",
+        ":0",
+        "[::1]:53",
+        "none",
+        "local",
+        "Citadel",
+        "GoogleComputeEngine",
+        "fips-140-3",
+        "fips140=only",
+        "10MiB",
+        "off",
+        "1",
+        "-1",
+        "1TiB",
+        "a,b,*",
+      ]);
   }
 }
 

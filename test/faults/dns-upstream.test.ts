@@ -31,7 +31,9 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "agent-faults-dns-"));
   pki = makeTestPki(join(work, "pki"));
   istiod = new FakeIstiod({ pki });
-  const table = Buffer.from(nameTableCodec().encode({ table: { [MESH_NAME]: nameInfo({ ips: [MESH_IP], registry: "Kubernetes", shortname: "greeter", namespace: "demo" }) } }));
+  const table = Buffer.from(
+    nameTableCodec().encode({ table: { [MESH_NAME]: nameInfo({ ips: [MESH_IP], registry: "Kubernetes", shortname: "greeter", namespace: "demo" }) } }),
+  );
   // istiod answers Envoy's LDS request and sends the NameTable once the agent asks for it (the
   // agent adds that subscription on Envoy's first Listener request, as Istio's does).
   istiod.onStream = (s) => {
@@ -60,7 +62,14 @@ async function dnsPod(upstreamIp: string, listenIp: string): Promise<{ pod: Pod;
   const port = await freePort();
   const pod = await startPod({
     prefix: ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', rc],
-    env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: `${listenIp}:${port}`, DNS_FORWARD_TIMEOUT: "1s" },
+    env: {
+      DISABLE_ENVOY: "true",
+      CA_PROVIDER: "local",
+      ISTIOD_SAN: "istiod.istio-system.svc",
+      ISTIO_META_DNS_CAPTURE: "true",
+      DNS_PROXY_ADDR: `${listenIp}:${port}`,
+      DNS_FORWARD_TIMEOUT: "1s",
+    },
     proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS" },
     files: { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": readFileSync(pki.caCert, "utf8") },
   });
@@ -73,10 +82,15 @@ async function dnsPod(upstreamIp: string, listenIp: string): Promise<{ pod: Pod;
   const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
   envoy.send({ typeUrl: LDS });
   cleanups.push(() => envoy.close());
-  await until(pod, `${MESH_NAME} answered from the NameTable`, async () => {
-    const r = await dig(port, MESH_NAME, "A", [], listenIp);
-    return r.data.includes(MESH_IP) ? true : undefined;
-  }, 20_000);
+  await until(
+    pod,
+    `${MESH_NAME} answered from the NameTable`,
+    async () => {
+      const r = await dig(port, MESH_NAME, "A", [], listenIp);
+      return r.data.includes(MESH_IP) ? true : undefined;
+    },
+    20_000,
+  );
   return { pod, port };
 }
 
@@ -100,7 +114,10 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
       const listenIp = `${NET}.${kind === "black-holed" ? 3 : 4}`;
       const { pod, port } = await dnsPod(upstreamIp, listenIp);
       // An outside name and a mesh name asked together: the mesh name must not wait for the upstream.
-      const [[udp, udpMs], [mesh, meshMs]] = await Promise.all([timed(() => dig(port, "www.example.org", "A", [], listenIp)), timed(() => dig(port, MESH_NAME, "A", [], listenIp))]);
+      const [[udp, udpMs], [mesh, meshMs]] = await Promise.all([
+        timed(() => dig(port, "www.example.org", "A", [], listenIp)),
+        timed(() => dig(port, MESH_NAME, "A", [], listenIp)),
+      ]);
       const [tcp, tcpMs] = await timed(() => dig(port, "www.example.net", "A", ["+tcp"], listenIp));
       const [meshTcp] = await timed(() => dig(port, MESH_NAME, "A", ["+tcp"], listenIp));
       expect(udp.status).toBe("SERVFAIL");
@@ -119,7 +136,9 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
         expect(up.names.some((n) => n.startsWith("greeter.demo"))).toBe(false);
       }
       expect(pod.exitCode()).toBeNull();
-      figures.push(`${kind}: SERVFAIL after ${udpMs.toFixed(0)} ms (UDP) / ${tcpMs.toFixed(0)} ms (TCP); mesh name answered in ${meshMs.toFixed(0)} ms meanwhile`);
+      figures.push(
+        `${kind}: SERVFAIL after ${udpMs.toFixed(0)} ms (UDP) / ${tcpMs.toFixed(0)} ms (TCP); mesh name answered in ${meshMs.toFixed(0)} ms meanwhile`,
+      );
       console.log(`dns-upstream: ${figures.at(-1)}`);
     }, 60_000);
   }

@@ -16,7 +16,10 @@ afterEach(() => {
 /** An "Envoy" that records its start and dies of SIGSEGV at once, every time. */
 function crashingEnvoy(dir: string): string {
   const path = join(dir, "envoy-crash");
-  writeFileSync(path, `#!/bin/sh\necho "{\\"event\\":\\"start\\",\\"pid\\":$$,\\"epoch\\":0,\\"t\\":0,\\"argv\\":[]}" >> "$FAKE_ENVOY_RECORD"\nkill -SEGV $$\n`);
+  writeFileSync(
+    path,
+    `#!/bin/sh\necho "{\\"event\\":\\"start\\",\\"pid\\":$$,\\"epoch\\":0,\\"t\\":0,\\"argv\\":[]}" >> "$FAKE_ENVOY_RECORD"\nkill -SEGV $$\n`,
+  );
   chmodSync(path, 0o755);
   return path;
 }
@@ -42,7 +45,10 @@ async function podWith(env: Record<string, string>, binary: "stand-in" | "crashi
 const starts = (file: string) => envoyRecords(file).filter((r) => r.event === "start");
 
 describe("Envoy crashes (compiled agent)", () => {
-  for (const [signal, env] of [["SIGSEGV", { ENVOY_RESTART_POLICY: "never" }], ["SIGKILL", {}]] as const) {
+  for (const [signal, env] of [
+    ["SIGSEGV", { ENVOY_RESTART_POLICY: "never" }],
+    ["SIGKILL", {}],
+  ] as const) {
     test(`${Object.keys(env).length ? "ENVOY_RESTART_POLICY=never" : "by default"}: Envoy killed by ${signal}, the agent logs it and exits 0 (Istio's); no second Envoy`, async () => {
       const { pod, recordFile } = await podWith({ ...env }, "stand-in");
       const first = await until(pod, "Envoy started", () => starts(recordFile)[0]);
@@ -72,7 +78,10 @@ describe("Envoy crashes (compiled agent)", () => {
 
   test("ENVOY_RESTART_POLICY=on-failure, Envoy crashing on every start: restarted exactly ENVOY_RESTART_BUDGET times, then the agent gives up", async () => {
     const t0 = performance.now();
-    const { pod, recordFile } = await podWith({ ENVOY_RESTART_POLICY: "on-failure", ENVOY_RESTART_BACKOFF_BASE: "50ms", ENVOY_RESTART_BUDGET: "3" }, "crashing");
+    const { pod, recordFile } = await podWith(
+      { ENVOY_RESTART_POLICY: "on-failure", ENVOY_RESTART_BACKOFF_BASE: "50ms", ENVOY_RESTART_BUDGET: "3" },
+      "crashing",
+    );
     const code = await pod.waitExit(30_000);
     const ms = performance.now() - t0;
     expect(code).not.toBeNull();

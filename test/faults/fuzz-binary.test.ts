@@ -93,7 +93,12 @@ function h2Inputs(rand: () => number, budget: number): { bytes: Buffer; inputs: 
         stream += 2;
         break;
       default: // valid headers with mangled values
-        parts.push(headersFrame(stream, GRPC_REQUEST.map(([k, v]) => [k, rand() < 0.3 ? v.slice(0, ri(v.length)) : v] as [string, string])));
+        parts.push(
+          headersFrame(
+            stream,
+            GRPC_REQUEST.map(([k, v]) => [k, rand() < 0.3 ? v.slice(0, ri(v.length)) : v] as [string, string]),
+          ),
+        );
         stream += 2;
     }
   }
@@ -130,14 +135,42 @@ function httpTerminal(rand: () => number): Buffer {
 
 // Never /quitquitquit or /drain: those would stop the agent under test (loopback is allowed).
 const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH", "get", "PRI"];
-const PATHS = ["/healthz/ready", "/stats/prometheus", "/metrics", "/app-health/x/livez", "/app-lifecycle/x/prestopz", "/debug/ndsz", "/", "*", "//healthz/ready", "/%00", "/..%2f..%2fetc/passwd", "http://x/healthz/ready", "/healthz/ready#frag"];
+const PATHS = [
+  "/healthz/ready",
+  "/stats/prometheus",
+  "/metrics",
+  "/app-health/x/livez",
+  "/app-lifecycle/x/prestopz",
+  "/debug/ndsz",
+  "/",
+  "*",
+  "//healthz/ready",
+  "/%00",
+  "/..%2f..%2fetc/passwd",
+  "http://x/healthz/ready",
+  "/healthz/ready#frag",
+];
 const VERSIONS = ["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/9.9", "HTTP/1.1 extra"];
-const HEADERS = ["Host: x", "Host: x", "Host:", "Host: a\r\nHost: b", "Connection: keep-alive", "Expect: 100-continue", "Accept-Encoding: gzip, br, *", "Accept: application/openmetrics-text; version=1.0.0", "X-Folded: a\r\n b", "Bad Name: v", "X-Empty:", "Transfer-Encoding: identity", "Content-Type: text/plain; charset=\u00ff"];
+const HEADERS = [
+  "Host: x",
+  "Host: x",
+  "Host:",
+  "Host: a\r\nHost: b",
+  "Connection: keep-alive",
+  "Expect: 100-continue",
+  "Accept-Encoding: gzip, br, *",
+  "Accept: application/openmetrics-text; version=1.0.0",
+  "X-Folded: a\r\n b",
+  "Bad Name: v",
+  "X-Empty:",
+  "Transfer-Encoding: identity",
+  "Content-Type: text/plain; charset=\u00ff",
+];
 
 /** One complete request the server can parse and answer (hostile in its details), for pipelining. */
 function httpRequest(rand: () => number): string {
   const ri = (n: number) => Math.floor(rand() * n);
-  const pick = <T,>(xs: readonly T[]) => xs[ri(xs.length)]!;
+  const pick = <T>(xs: readonly T[]) => xs[ri(xs.length)]!;
   let path = pick(PATHS);
   if (rand() < 0.2) path += `?${"q".repeat(ri(9_000))}=${ri(1000)}`;
   const headers = Array.from({ length: ri(5) }, () => pick(HEADERS));
@@ -212,9 +245,7 @@ async function normalClientServed(): Promise<void> {
 }
 
 describe(`fuzzing the compiled agent (${COUNT} inputs per surface, seed ${SEED})`, () => {
-  for (const [name, rel] of [
-    ["XDS socket", "etc/istio/proxy/XDS"],
-  ] as const) {
+  for (const [name, rel] of [["XDS socket", "etc/istio/proxy/XDS"]] as const) {
     test(`${name}: hostile HTTP/2 and gRPC, no crash, RSS < ${RSS_LIMIT_MIB} MiB, a normal client served after`, async () => {
       const rand = rng(SEED);
       const path = pod.path(rel);

@@ -40,7 +40,9 @@ describe(`config fuzz, in-process (${COUNT} inputs per surface, seed ${SEED})`, 
         }
         counts[v.kind]++;
       }
-      console.log(`fuzz-config ${surface}: ${COUNT} inputs in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${counts.accepted + counts.help} accepted, ${counts.rejected} rejected naming the input`);
+      console.log(
+        `fuzz-config ${surface}: ${COUNT} inputs in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${counts.accepted + counts.help} accepted, ${counts.rejected} rejected naming the input`,
+      );
     }, 120_000);
   }
 });
@@ -65,7 +67,16 @@ async function runBinary(c: ConfigCase, rootCert: string, bin: string, work: str
     const base = { statusPort, proxyAdminPort: await freePort(), discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" };
     const files: Record<string, string> = { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": rootCert, ...c.files };
     // ECDSA keys: an RSA key per start would cost most of the run on a busy machine.
-    const env: Record<string, string> = { HOME: box.dir, POD_NAME: "fuzz-0", POD_NAMESPACE: "demo", SERVICE_ACCOUNT: "fuzz", INSTANCE_IP: "127.0.0.1", DISABLE_ENVOY: "true", CA_PROVIDER: "local", ECC_SIGNATURE_ALGORITHM: "ECDSA" };
+    const env: Record<string, string> = {
+      HOME: box.dir,
+      POD_NAME: "fuzz-0",
+      POD_NAMESPACE: "demo",
+      SERVICE_ACCOUNT: "fuzz",
+      INSTANCE_IP: "127.0.0.1",
+      DISABLE_ENVOY: "true",
+      CA_PROVIDER: "local",
+      ECC_SIGNATURE_ALGORITHM: "ECDSA",
+    };
     // The ports and a discovery address go in the layer below the one fuzzed (the mesh file, or
     // PROXY_CONFIG when the mesh file is the input).
     if (c.surface === "mesh config") env.PROXY_CONFIG = JSON.stringify(base);
@@ -102,7 +113,8 @@ async function runBinary(c: ConfigCase, rootCert: string, bin: string, work: str
 function binaryProblem(c: ConfigCase, v: Verdict, run: BinaryRun): string | undefined {
   if (STACK.test(run.output)) return "a stack trace in the output";
   if (v.kind === "rejected") {
-    if (run.served || run.code === 0 || run.code === null) return `the loader rejected it (${v.message}) but the agent ${run.served ? "served" : `exited ${run.code}`}`;
+    if (run.served || run.code === 0 || run.code === null)
+      return `the loader rejected it (${v.message}) but the agent ${run.served ? "served" : `exited ${run.code}`}`;
     if (!c.names.some((n) => run.output.includes(n))) return `exit ${run.code} without naming any of ${JSON.stringify(c.names)}`;
     return undefined;
   }
@@ -144,24 +156,28 @@ describeRequiring({ tools: ["openssl"], apt: ["openssl"] }, `config fuzz, compil
     const rejectMs: number[] = [];
     let next = 0;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: PARALLEL }, async () => {
-      while (next < cases.length) {
-        const i = next++;
-        const c = cases[i]!;
-        const v = loadLikeTheAgent(c);
-        if (v.kind === "crash") {
-          problems.push(`#${i}: in-process crash: ${v.error}\n  input: ${describeCase(c)}`);
-          continue;
+    await Promise.all(
+      Array.from({ length: PARALLEL }, async () => {
+        while (next < cases.length) {
+          const i = next++;
+          const c = cases[i]!;
+          const v = loadLikeTheAgent(c);
+          if (v.kind === "crash") {
+            problems.push(`#${i}: in-process crash: ${v.error}\n  input: ${describeCase(c)}`);
+            continue;
+          }
+          const run = await runBinary(c, rootCert, box.bin, work);
+          (v.kind === "rejected" ? rejectMs : times).push(run.ms);
+          const why = binaryProblem(c, v, run);
+          if (why) problems.push(`#${i} (seed ${SEED}): ${why}\n  input: ${describeCase(c)}\n  output tail:\n${run.output.split("\n").slice(-12).join("\n")}`);
+          else tally[v.kind === "accepted" ? (run.served ? "served" : "rejected") : v.kind]++;
         }
-        const run = await runBinary(c, rootCert, box.bin, work);
-        (v.kind === "rejected" ? rejectMs : times).push(run.ms);
-        const why = binaryProblem(c, v, run);
-        if (why) problems.push(`#${i} (seed ${SEED}): ${why}\n  input: ${describeCase(c)}\n  output tail:\n${run.output.split("\n").slice(-12).join("\n")}`);
-        else tally[v.kind === "accepted" ? (run.served ? "served" : "rejected") : v.kind]++;
-      }
-    }));
+      }),
+    );
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]?.toFixed(0) ?? "-";
-    console.log(`fuzz-config binary: ${cases.length} inputs in ${((performance.now() - t0) / 1000).toFixed(1)} s (${PARALLEL} at a time): ${tally.served} served and exited 0 on SIGTERM (median ${median(times)} ms from start to exit), ${tally.rejected} exited naming the input (median ${median(rejectMs)} ms), ${tally.help} help`);
+    console.log(
+      `fuzz-config binary: ${cases.length} inputs in ${((performance.now() - t0) / 1000).toFixed(1)} s (${PARALLEL} at a time): ${tally.served} served and exited 0 on SIGTERM (median ${median(times)} ms from start to exit), ${tally.rejected} exited naming the input (median ${median(rejectMs)} ms), ${tally.help} help`,
+    );
     expect(problems).toEqual([]);
   }, 300_000);
 });
@@ -180,7 +196,10 @@ describe("config fuzz: the defects it found", () => {
 
   test("a duration beyond protobuf's range is refused naming the field and the file (was a BigInt RangeError)", () => {
     const v = load({ surface: "mesh config", files: { [MESH_PATH]: "defaultConfig:\n  discoveryRefreshDelay: 1e+308\n" }, names: ["mesh config"] });
-    expect(v).toEqual({ kind: "rejected", message: 'mesh config ./etc/istio/config/mesh: discoveryRefreshDelay: 1e+308 is out of range (at most 315576000000s)' });
+    expect(v).toEqual({
+      kind: "rejected",
+      message: "mesh config ./etc/istio/config/mesh: discoveryRefreshDelay: 1e+308 is out of range (at most 315576000000s)",
+    });
   });
 
   test("a Go duration past int64 nanoseconds is not a duration, as Go's time.ParseDuration says", () => {

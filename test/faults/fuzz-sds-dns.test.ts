@@ -37,7 +37,8 @@ function rng(seed: number): () => number {
 }
 
 function rssMiB(p: Pod): number {
-  if (p.exitCode() !== null || p.agent.proc.signalCode) throw new Error(`the agent exited (${p.exitCode() ?? p.agent.proc.signalCode}); log tail:\n${p.tail(40)}`);
+  if (p.exitCode() !== null || p.agent.proc.signalCode)
+    throw new Error(`the agent exited (${p.exitCode() ?? p.agent.proc.signalCode}); log tail:\n${p.tail(40)}`);
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p.agent.proc.pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
 }
@@ -64,7 +65,19 @@ function mutate(base: Buffer, r: () => number, maxLen = 600): Buffer {
   }
 }
 
-const NAMES = ["default", "ROOTCA", "file-root:/dev/zero", "file-root:/nonexistent.pem", "file-cert:/a.pem~/b.pem", "file-root:system", "", "x".repeat(5000), "file-cert:", "file-root:../../etc/shadow", "spiffe://cluster.local/ns/a/sa/b"];
+const NAMES = [
+  "default",
+  "ROOTCA",
+  "file-root:/dev/zero",
+  "file-root:/nonexistent.pem",
+  "file-cert:/a.pem~/b.pem",
+  "file-root:system",
+  "",
+  "x".repeat(5000),
+  "file-cert:",
+  "file-root:../../etc/shadow",
+  "spiffe://cluster.local/ns/a/sa/b",
+];
 
 describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsutils", "util-linux", "mount"] }, "fuzz: SDS and DNS (compiled agent)", () => {
   let work: string;
@@ -97,7 +110,9 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
       files: { "xds.yaml": xdsYamlWithPort(1) },
     });
     await until(sdsPod, "the SDS socket", () => (existsSync(sdsPod.path("var/run/secrets/workload-spiffe-uds/socket")) ? true : undefined));
-    await until(pod, "the DNS proxy", async () => ((await dig(dnsPort, "www.example.org", "A", [], `${NET}.2`)).data.includes("192.0.2.44") ? true : undefined));
+    await until(pod, "the DNS proxy", async () =>
+      (await dig(dnsPort, "www.example.org", "A", [], `${NET}.2`)).data.includes("192.0.2.44") ? true : undefined,
+    );
   }, 40_000);
 
   afterAll(() => {
@@ -114,7 +129,17 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
     const r = rng(SEED);
     const sock = sdsPod.path("var/run/secrets/workload-spiffe-uds/socket");
     const id = (b: Buffer) => b;
-    const def = { StreamSecrets: { path: "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets", requestStream: true, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } };
+    const def = {
+      StreamSecrets: {
+        path: "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets",
+        requestStream: true,
+        responseStream: true,
+        requestSerialize: id,
+        requestDeserialize: id,
+        responseSerialize: id,
+        responseDeserialize: id,
+      },
+    };
     const Ctor = grpc.makeGenericClientConstructor(def as unknown as grpc.ServiceDefinition, "SDS");
     const client = new Ctor(`unix://${sock}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
     let maxRss = 0;
@@ -162,7 +187,9 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
     expect(maxRss).toBeLessThan(RSS_LIMIT_MIB);
     const res = decodeDiscoveryResponse(await fetchSecret(sdsPod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc, 10_000));
     expect(decodeSecret(res.resources[0]!.value).certificateChain).toContain("BEGIN CERTIFICATE");
-    console.log(`fuzz-sds: ${streams * PER_STREAM} inputs on ${streams} streams (${PARALLEL} at a time) in ${(ms / 1000).toFixed(1)} s, ends ${JSON.stringify(Object.fromEntries(codes))}; RSS max ${maxRss.toFixed(0)} MiB; a normal client served after each of ${normal} batches`);
+    console.log(
+      `fuzz-sds: ${streams * PER_STREAM} inputs on ${streams} streams (${PARALLEL} at a time) in ${(ms / 1000).toFixed(1)} s, ends ${JSON.stringify(Object.fromEntries(codes))}; RSS max ${maxRss.toFixed(0)} MiB; a normal client served after each of ${normal} batches`,
+    );
   }, 120_000);
 
   test(`DNS: ${UDP_COUNT} mutated UDP packets and ${TCP_COUNT} TCP messages (seed ${SEED}), no crash, a normal query answered after`, async () => {
@@ -221,6 +248,8 @@ describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsut
     expect(after.data).toEqual(["192.0.2.44"]);
     const afterTcp = await dig(dnsPort, "www.example.org", "A", ["+tcp"], host);
     expect(afterTcp.data).toEqual(["192.0.2.44"]);
-    console.log(`fuzz-dns: ${UDP_COUNT} UDP packets and ${CONNS * PER_CONN} TCP messages on ${CONNS} connections in ${(ms / 1000).toFixed(1)} s; RSS max ${maxRss.toFixed(0)} MiB; upstream saw ${up.received.udp} UDP / ${up.received.tcp} TCP; ${digs} normal queries answered between batches and 2 after`);
+    console.log(
+      `fuzz-dns: ${UDP_COUNT} UDP packets and ${CONNS * PER_CONN} TCP messages on ${CONNS} connections in ${(ms / 1000).toFixed(1)} s; RSS max ${maxRss.toFixed(0)} MiB; upstream saw ${up.received.udp} UDP / ${up.received.tcp} TCP; ${digs} normal queries answered between batches and 2 after`,
+    );
   }, 120_000);
 });

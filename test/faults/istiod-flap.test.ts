@@ -39,10 +39,11 @@ beforeAll(async () => {
   pki = makeTestPki(join(work, "pki"));
   istiod = new FakeIstiod({ pki });
   // Answer every request with the version it asks for (the test's sequence number).
-  istiod.onStream = (s) => s.call.on("data", () => {
-    const r = s.requests[s.requests.length - 1]!;
-    if (r.typeUrl === CDS) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
-  });
+  istiod.onStream = (s) =>
+    s.call.on("data", () => {
+      const r = s.requests[s.requests.length - 1]!;
+      if (r.typeUrl === CDS) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
+    });
   await istiod.start();
   closedPort = await unusedPort();
   relay = await new Relay(closedPort).start(); // istiod absent at start

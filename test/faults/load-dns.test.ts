@@ -95,7 +95,13 @@ describeRequiring({ tools: ["dig", "openssl"], apt: ["dnsutils", "openssl"] }, "
     await istiod.start();
     port = await freePort();
     pod = await startPod({
-      env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", ISTIO_META_DNS_CAPTURE: "true", DNS_PROXY_ADDR: `127.0.0.1:${port}` },
+      env: {
+        DISABLE_ENVOY: "true",
+        CA_PROVIDER: "local",
+        ISTIOD_SAN: "istiod.istio-system.svc",
+        ISTIO_META_DNS_CAPTURE: "true",
+        DNS_PROXY_ADDR: `127.0.0.1:${port}`,
+      },
       proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS" },
       files: { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": readFileSync(pki.caCert, "utf8") },
     });
@@ -183,7 +189,9 @@ describeRequiring({ tools: ["dig", "openssl"], apt: ["dnsutils", "openssl"] }, "
     expect(maxRss).toBeLessThan(RSS_LIMIT_MIB);
     const after = await dig(port, nameOf(NAMES - 1));
     expect(after.data).toEqual([ipOf(NAMES - 1)]);
-    console.log(`load: ${QUERIES} DNS table hits in ${secs.toFixed(1)} s (${(QUERIES / secs).toFixed(0)}/s, ${retries} resent after 2 s), all right; agent RSS ${rss0.toFixed(0)} → max ${maxRss.toFixed(0)} MiB`);
+    console.log(
+      `load: ${QUERIES} DNS table hits in ${secs.toFixed(1)} s (${(QUERIES / secs).toFixed(0)}/s, ${retries} resent after 2 s), all right; agent RSS ${rss0.toFixed(0)} → max ${maxRss.toFixed(0)} MiB`,
+    );
     expectStatusBounds(probed, `${QUERIES} DNS table hits`);
   }, 600_000);
 });

@@ -72,10 +72,11 @@ describe("load (compiled agent)", () => {
   }, 180_000);
 
   test(`${STREAMS} ADS streams at once: the newest is served, the others end CANCELLED`, async () => {
-    istiod.onStream = (s) => s.call.on("data", () => {
-      const r = s.requests[s.requests.length - 1]!;
-      if (r.typeUrl === CDS && !r.responseNonce) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
-    });
+    istiod.onStream = (s) =>
+      s.call.on("data", () => {
+        const r = s.requests[s.requests.length - 1]!;
+        if (r.typeUrl === CDS && !r.responseNonce) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
+      });
     const probe = await startStatusProber(pod.statusPort);
     const clients = Array.from({ length: STREAMS }, () => new EnvoyClient(pod.path("etc/istio/proxy/XDS")));
     clients.forEach((c, i) => c.send({ typeUrl: CDS, versionInfo: `s${i}` }));
@@ -83,7 +84,9 @@ describe("load (compiled agent)", () => {
     const ended: grpc.StatusObject[] = [];
     for (const c of clients) void c.status.then((s) => ended.push(s));
     await until(pod, `${STREAMS - 1} streams ended`, () => (ended.length >= STREAMS - 1 ? true : undefined), 60_000);
-    const survivors = await Promise.all(clients.map(async (c) => ((await Promise.race([c.status.then(() => false), Bun.sleep(0).then(() => true)])) ? c : undefined)));
+    const survivors = await Promise.all(
+      clients.map(async (c) => ((await Promise.race([c.status.then(() => false), Bun.sleep(0).then(() => true)])) ? c : undefined)),
+    );
     const live = survivors.filter((c): c is EnvoyClient => c !== undefined);
     expect(live.length).toBe(1);
     await live[0]!.waitFor(1, 10_000);
@@ -116,14 +119,18 @@ describe("load: SDS (compiled agent)", () => {
     const enc = (typeUrl: string, names: string[]) => Buffer.from(Req.encode(Req.create({ typeUrl, resourceNames: names })).finish());
     const cpu0 = cpuMs(m.pod.agent.proc.pid);
     const t0 = performance.now();
-    const answers = await Promise.all(Array.from({ length: STREAMS }, () => fetchSecret(m.pod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc, 60_000)));
+    const answers = await Promise.all(
+      Array.from({ length: STREAMS }, () => fetchSecret(m.pod.path("var/run/secrets/workload-spiffe-uds/socket"), "default", enc, 60_000)),
+    );
     const ms = performance.now() - t0;
     const chains = answers.map((b) => decodeSecret(decodeDiscoveryResponse(b).resources[0]!.value).certificateChain);
     expect(new Set(chains).size).toBe(1);
     expect(chains[0]).toBe(chain);
     expect(m.ca.requests.length).toBe(n0);
     const probed = await probe.stop();
-    console.log(`load: ${STREAMS} SDS streams answered from the cache in ${ms.toFixed(0)} ms (agent CPU ${cpuMs(m.pod.agent.proc.pid) - cpu0} ms), ${m.ca.requests.length - n0} extra CA calls`);
+    console.log(
+      `load: ${STREAMS} SDS streams answered from the cache in ${ms.toFixed(0)} ms (agent CPU ${cpuMs(m.pod.agent.proc.pid) - cpu0} ms), ${m.ca.requests.length - n0} extra CA calls`,
+    );
     expectStatusBounds(probed, `${STREAMS} SDS streams`);
   }, 90_000);
 });

@@ -6,7 +6,11 @@ import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import type { TestPki } from "../support/fake-istiod.ts";
 import { startPod, until, type Pod } from "../e2e/pod.ts";
 
-export async function startProxylessPod(pki: TestPki, discoveryAddress: string, extra: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {}): Promise<Pod> {
+export async function startProxylessPod(
+  pki: TestPki,
+  discoveryAddress: string,
+  extra: { env?: Record<string, string>; proxyConfig?: Record<string, unknown> } = {},
+): Promise<Pod> {
   const pod = await startPod({
     env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", ...extra.env },
     proxyConfig: { discoveryAddress, controlPlaneAuthPolicy: "MUTUAL_TLS", ...extra.proxyConfig },

@@ -26,7 +26,10 @@ beforeAll(async () => {
   pki = makeTestPki(join(work, "pki"));
   istiod = new FakeIstiod({ pki });
   await istiod.start();
-  pod = await startProxylessPod(pki, istiod.address, { env: { ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) }, proxyConfig: { terminationDrainDuration: "1s", drainDuration: "1s" } });
+  pod = await startProxylessPod(pki, istiod.address, {
+    env: { ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) },
+    proxyConfig: { terminationDrainDuration: "1s", drainDuration: "1s" },
+  });
 }, 30_000);
 
 afterAll(async () => {
@@ -63,7 +66,9 @@ describe("SIGTERM during a 48 MiB push (compiled agent)", () => {
     expect(res.versionInfo).toBe("big");
     expect(typeof status.code).toBe("number");
     expect(exit).toBe(0);
-    console.log(`sigterm-push: ${(sent.length / MiB).toFixed(1)} MiB delivered whole (client had it at the signal: ${hadItAtSignal}); status ${status.code} "${status.details}" after ${statusMs.toFixed(0)} ms; exit ${exit} after ${exitMs.toFixed(0)} ms`);
+    console.log(
+      `sigterm-push: ${(sent.length / MiB).toFixed(1)} MiB delivered whole (client had it at the signal: ${hadItAtSignal}); status ${status.code} "${status.details}" after ${statusMs.toFixed(0)} ms; exit ${exit} after ${exitMs.toFixed(0)} ms`,
+    );
     envoy.close();
   }, 60_000);
 });

@@ -49,7 +49,12 @@ export interface StatusProber {
   stop(): Promise<ProbeResult>;
 }
 
-async function readUntil(reader: { read(): Promise<{ value?: Uint8Array; done: boolean }> }, state: { text: string }, marker: string, what: string): Promise<void> {
+async function readUntil(
+  reader: { read(): Promise<{ value?: Uint8Array; done: boolean }> },
+  state: { text: string },
+  marker: string,
+  what: string,
+): Promise<void> {
   const dec = new TextDecoder();
   while (!state.text.includes(marker)) {
     const { value, done } = await reader.read();
@@ -108,6 +113,8 @@ const P99_BOUND_MS = 1000;
 export function expectStatusBounds(r: ProbeResult, what: string): void {
   expect(r.failures).toEqual([]);
   expect(r.ms.length).toBeGreaterThan(0);
-  console.log(`load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${quantile(r.control, 0.99).toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms`);
+  console.log(
+    `load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${quantile(r.control, 0.99).toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms`,
+  );
   expect(quantile(r.ms, 0.99)).toBeLessThan(P99_BOUND_MS);
 }

@@ -20,10 +20,15 @@ const certFile = () => mesh!.pod.path("etc/certs/cert-chain.pem");
 const tokenFile = () => mesh!.pod.path("var/run/secrets/tokens/istio-token");
 
 async function renewedAfter(m: Mesh, serial: string, what: string): Promise<void> {
-  await until(m.pod, what, async () => {
-    const pem = fileIfExists(certFile());
-    return pem && (await certSerial(pem)) !== serial ? true : undefined;
-  }, 12_000);
+  await until(
+    m.pod,
+    what,
+    async () => {
+      const pem = fileIfExists(certFile());
+      return pem && (await certSerial(pem)) !== serial ? true : undefined;
+    },
+    12_000,
+  );
 }
 
 test("token missing, then written: renewals fail, the certificate is kept, recovery without restart", async () => {

@@ -30,7 +30,8 @@ export const EXPECTED: { doc: "start" | "argv" | "bootstrap" | "grpc"; path: Reg
   {
     doc: "grpc",
     path: /^xds_servers\[0\]\.server_uri$/,
-    reason: "grpc-bootstrap.json server_uri: Istio writes unix:///etc/istio/proxy/XDS (the relative path made absolute from /), we write the real absolute path",
+    reason:
+      "grpc-bootstrap.json server_uri: Istio writes unix:///etc/istio/proxy/XDS (the relative path made absolute from /), we write the real absolute path",
   },
 ];
 
@@ -72,7 +73,12 @@ describeRequiring({ check: interopUnmet }, "bootstrap differential: ours vs Isti
     const seenExpected = new Map<string, number>();
     let compared = 0;
     await mapLimit(cases, 4, async (c) => {
-      const ports: Record<string, string> = { "<STATUS>": String(await freePort()), "<ADMIN>": String(await freePort()), "<DNS>": String(await freePort()), "<XDS>": lite.xdsAddress };
+      const ports: Record<string, string> = {
+        "<STATUS>": String(await freePort()),
+        "<ADMIN>": String(await freePort()),
+        "<DNS>": String(await freePort()),
+        "<XDS>": lite.xdsAddress,
+      };
       const env: Record<string, string> = {};
       for (const [k, v] of Object.entries(c.env)) {
         let x = v;
@@ -93,7 +99,9 @@ describeRequiring({ check: interopUnmet }, "bootstrap differential: ours vs Isti
       if (startedA !== startedB && startExpected) {
         seenExpected.set(startExpected.reason, (seenExpected.get(startExpected.reason) ?? 0) + 1);
       } else if (startedA !== startedB) {
-        problems.push(`Istio ${startedA ? "started" : `did not start (exit ${theirs.exit})`}, ours ${startedB ? "started" : `did not start (exit ${ours.exit})`}`);
+        problems.push(
+          `Istio ${startedA ? "started" : `did not start (exit ${theirs.exit})`}, ours ${startedB ? "started" : `did not start (exit ${ours.exit})`}`,
+        );
         if (!startedA) problems.push(`Istio's log tail:\n${theirs.log.split("\n").slice(-6).join("\n")}`);
         if (!startedB) problems.push(`our log tail:\n${ours.log.split("\n").slice(-6).join("\n")}`);
       } else if (startedA) {
@@ -111,7 +119,10 @@ describeRequiring({ check: interopUnmet }, "bootstrap differential: ours vs Isti
       if (problems.length) failures.push(`${reproduce(c)}\n  ${problems.join("\n  ")}`);
     });
     for (const [reason, n] of seenExpected) console.log(`bootstrap differential: expected difference seen in ${n} places: ${reason}`);
-    if (failures.length) console.log(`bootstrap differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 6).join("\n\n")}`);
+    if (failures.length)
+      console.log(
+        `bootstrap differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 6).join("\n\n")}`,
+      );
     expect(failures.length).toBe(0);
     // Most cases must actually have produced something to compare.
     expect(compared).toBeGreaterThan(cases.length * 0.8);

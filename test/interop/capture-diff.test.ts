@@ -18,13 +18,15 @@ const EXPECTED_DIFFERENCES: { name: string; applies: (c: CaptureCase) => boolean
     name: "invalid port, mode, UID or mark",
     applies: (c) => flagValue(c, "-p", "notaport") || flagValue(c, "-m", "SOMETIMES") || flagValue(c, "-u", "-5") || flagValue(c, "-t", "x"),
     part: "exit",
-    reason: "a non-numeric port, unknown interception mode, negative UID or non-numeric mark: Istio's dry run accepts it (and would write rules iptables-restore rejects), we exit 1 naming the flag",
+    reason:
+      "a non-numeric port, unknown interception mode, negative UID or non-numeric mark: Istio's dry run accepts it (and would write rules iptables-restore rejects), we exit 1 naming the flag",
   },
   {
     name: "ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE=* with --native-nftables",
     applies: (c) => c.args.includes("--native-nftables") && splitGroups(c.env.ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE).includes("*"),
     part: "exit",
-    reason: "Istio's nftables dry run hands `skgid *` to nft, which rejects it (exit 1); ours runs nothing in a dry run (the documented nftables dry-run difference) and prints the transaction; a real run of ours fails at `nft -c` as Istio's does",
+    reason:
+      "Istio's nftables dry run hands `skgid *` to nft, which rejects it (exit 1); ours runs nothing in a dry run (the documented nftables dry-run difference) and prints the transaction; a real run of ours fails at `nft -c` as Istio's does",
   },
 ];
 
@@ -38,7 +40,15 @@ interface Outcome {
 }
 
 /** A new network namespace with loopback and a veth pair (10.0.0.5/24, fd00::5/64) up: the agents need a local IP. */
-const NETNS_PREFIX = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add 10.0.0.5/24 dev v0 && ip -6 addr add fd00::5/64 dev v0 nodad && ip link set v0 up && ip link set v1 up && exec "$@"', "netns"];
+const NETNS_PREFIX = [
+  "unshare",
+  "--net",
+  "--",
+  "sh",
+  "-c",
+  'ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add 10.0.0.5/24 dev v0 && ip -6 addr add fd00::5/64 dev v0 nodad && ip link set v0 up && ip link set v1 up && exec "$@"',
+  "netns",
+];
 
 /** `netns`: run in a new network namespace (Istio's nftables dry run programs the namespace it runs in). */
 async function dryRun(bin: string, c: CaptureCase, netns = false): Promise<Outcome> {
@@ -133,7 +143,9 @@ describeRequiring(
 
     test(`${size} generated cases (seed ${seed}): the same nftables transaction, same accept/reject`, async () => {
       requireBinary();
-      console.log(`nftables capture differential: seed ${seed} (INTEROP_SEED=${seed} reproduces), ${cases.length} cases, each agent in its own network namespace`);
+      console.log(
+        `nftables capture differential: seed ${seed} (INTEROP_SEED=${seed} reproduces), ${cases.length} cases, each agent in its own network namespace`,
+      );
       const failures: string[] = [];
       let accepted = 0;
       await mapLimit(cases, 4, async (c) => {
@@ -149,7 +161,10 @@ describeRequiring(
         }
         if (problems.length) failures.push(`unshare --net ${reproduce(c, "<agent>")}\n  ${problems.join("\n  ")}`);
       });
-      if (failures.length) console.log(`nftables capture differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 6).join("\n\n")}`);
+      if (failures.length)
+        console.log(
+          `nftables capture differential: ${failures.length}/${cases.length} cases differ (seed ${seed}); first ones:\n\n${failures.slice(0, 6).join("\n\n")}`,
+        );
       expect(failures.length).toBe(0);
       expect(accepted).toBeGreaterThan(cases.length / 2);
     }, 900_000);

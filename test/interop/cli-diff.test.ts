@@ -42,7 +42,24 @@ describeRequiring({ check: () => interopUnmet(["pilot-agent"]) }, "CLI different
     });
   }
 
-  const lines = ["--help", "help", "version", "bogus", "--bogus", "proxy --bogus", "proxy bogus-type", "istio-iptables --bogus", "istio-iptables -n --vklog=9", "istio-iptables -n --log_output_level=default:loud", "request", "request GET", "wait --bogus", "version --bogus", ...MORE_LINES, ...Object.keys(KNOWN_EXIT)];
+  const lines = [
+    "--help",
+    "help",
+    "version",
+    "bogus",
+    "--bogus",
+    "proxy --bogus",
+    "proxy bogus-type",
+    "istio-iptables --bogus",
+    "istio-iptables -n --vklog=9",
+    "istio-iptables -n --log_output_level=default:loud",
+    "request",
+    "request GET",
+    "wait --bogus",
+    "version --bogus",
+    ...MORE_LINES,
+    ...Object.keys(KNOWN_EXIT),
+  ];
   test("exit status of help, version and bad input: the same, except the listed differences", () => {
     requireBinary();
     const diffs: string[] = [];
@@ -51,7 +68,8 @@ describeRequiring({ check: () => interopUnmet(["pilot-agent"]) }, "CLI different
       const a = run(PILOT_AGENT, args).code;
       const b = run(DIST_AGENT, args).code;
       const known = KNOWN_EXIT[line];
-      if (known ? known[0] !== a || known[1] !== b : a !== b) diffs.push(`${line}: Istio ${a}, ours ${b}${known ? ` (listed as Istio ${known[0]}, ours ${known[1]})` : ""}`);
+      if (known ? known[0] !== a || known[1] !== b : a !== b)
+        diffs.push(`${line}: Istio ${a}, ours ${b}${known ? ` (listed as Istio ${known[0]}, ours ${known[1]})` : ""}`);
     }
     expect(diffs).toEqual([]);
   }, 60_000);

@@ -14,7 +14,9 @@ import { istioBootstrapTemplate, runAgentUntilEnvoy } from "./support/agent-run.
 function describeCsr(pem: string): { key: string; subject: string; san: string } {
   const p = Bun.spawnSync(["openssl", "req", "-noout", "-text"], { stdin: Buffer.from(pem), stdout: "pipe", stderr: "pipe" });
   const text = p.stdout.toString();
-  const key = [/Public Key Algorithm: (\S+)/.exec(text)?.[1], /Public-Key: \((\d+ bit)\)/.exec(text)?.[1], /ASN1 OID: (\S+)/.exec(text)?.[1]].filter(Boolean).join(" ");
+  const key = [/Public Key Algorithm: (\S+)/.exec(text)?.[1], /Public-Key: \((\d+ bit)\)/.exec(text)?.[1], /ASN1 OID: (\S+)/.exec(text)?.[1]]
+    .filter(Boolean)
+    .join(" ");
   const subject = /Subject:(.*)/.exec(text)?.[1]?.trim() ?? "";
   const san = /X509v3 Subject Alternative Name:[^\n]*\n\s*(.*)/.exec(text)?.[1]?.trim() ?? "";
   return { key, subject, san };
@@ -27,65 +29,73 @@ function describeCsr(pem: string): { key: string; subject: string; san: string }
 /** Metadata that says something about the caller (transport headers left out). */
 const CALLER_METADATA = ["authorization", "clusterid"];
 
-describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] }, "CSR differential: what Istio's CA receives from Istio's pilot-agent and from ours", () => {
-  let lite: IstiodLite;
-  beforeAll(async () => {
-    lite = await startIstiodLite("");
-  }, 90_000);
-  afterAll(async () => {
-    await lite?.stop();
-  });
+describeRequiring(
+  { check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
+  "CSR differential: what Istio's CA receives from Istio's pilot-agent and from ours",
+  () => {
+    let lite: IstiodLite;
+    beforeAll(async () => {
+      lite = await startIstiodLite("");
+    }, 90_000);
+    afterAll(async () => {
+      await lite?.stop();
+    });
 
-  const ENVS: Record<string, string>[] = [
-    {},
-    { ISTIO_META_CLUSTER_ID: "cluster-b" },
-    { ECC_SIGNATURE_ALGORITHM: "ECDSA" },
-    { TRUST_DOMAIN: "example.org" },
-    { SECRET_TTL: "2h" },
-    { WORKLOAD_RSA_KEY_SIZE: "3072" },
-  ];
-  for (const extra of ENVS) {
-    test(`same CSR and metadata with ${JSON.stringify(extra)}`, async () => {
-      requireBinary();
-      const ports = { status: await freePort(), admin: await freePort() };
-      const csrFor = async (bin: string): Promise<CsrRecord | undefined> => {
-        const before = lite.records().length;
-        const newCsr = () => lite.records().slice(before).find((r): r is CsrRecord => r.kind === "csr");
-        await runAgentUntilEnvoy({
-          bin,
-          args: ["proxy", "sidecar"],
-          env: {
-            POD_NAME: "csr-0",
-            POD_NAMESPACE: "fake-namespace",
-            SERVICE_ACCOUNT: "fake-sa",
-            INSTANCE_IP: "10.1.2.3",
-            CLOUD_PLATFORM: "none",
-            CA_ADDR: lite.caAddress,
-            PROXY_CONFIG: JSON.stringify({ discoveryAddress: lite.xdsAddress, binaryPath: "<ENVOY>", statusPort: ports.status, proxyAdminPort: ports.admin }),
-            ...extra,
-          },
-          files: { "var/run/secrets/tokens/istio-token": LITE_TOKEN, "var/run/secrets/istio/root-cert.pem": lite.rootPem },
-          template: istioBootstrapTemplate(),
-          until: () => newCsr() !== undefined,
-          timeoutMs: 20_000,
+    const ENVS: Record<string, string>[] = [
+      {},
+      { ISTIO_META_CLUSTER_ID: "cluster-b" },
+      { ECC_SIGNATURE_ALGORITHM: "ECDSA" },
+      { TRUST_DOMAIN: "example.org" },
+      { SECRET_TTL: "2h" },
+      { WORKLOAD_RSA_KEY_SIZE: "3072" },
+    ];
+    for (const extra of ENVS) {
+      test(`same CSR and metadata with ${JSON.stringify(extra)}`, async () => {
+        requireBinary();
+        const ports = { status: await freePort(), admin: await freePort() };
+        const csrFor = async (bin: string): Promise<CsrRecord | undefined> => {
+          const before = lite.records().length;
+          const newCsr = () =>
+            lite
+              .records()
+              .slice(before)
+              .find((r): r is CsrRecord => r.kind === "csr");
+          await runAgentUntilEnvoy({
+            bin,
+            args: ["proxy", "sidecar"],
+            env: {
+              POD_NAME: "csr-0",
+              POD_NAMESPACE: "fake-namespace",
+              SERVICE_ACCOUNT: "fake-sa",
+              INSTANCE_IP: "10.1.2.3",
+              CLOUD_PLATFORM: "none",
+              CA_ADDR: lite.caAddress,
+              PROXY_CONFIG: JSON.stringify({ discoveryAddress: lite.xdsAddress, binaryPath: "<ENVOY>", statusPort: ports.status, proxyAdminPort: ports.admin }),
+              ...extra,
+            },
+            files: { "var/run/secrets/tokens/istio-token": LITE_TOKEN, "var/run/secrets/istio/root-cert.pem": lite.rootPem },
+            template: istioBootstrapTemplate(),
+            until: () => newCsr() !== undefined,
+            timeoutMs: 20_000,
+          });
+          return newCsr();
+        };
+        const theirs = await csrFor(PILOT_AGENT);
+        const ours = await csrFor(DIST_AGENT);
+        expect(theirs).toBeDefined();
+        expect(ours).toBeDefined();
+        const view = (r: CsrRecord) => ({
+          csr: describeCsr(r.request.csr),
+          validityDuration: r.request.validityDuration,
+          metadata: Object.fromEntries(CALLER_METADATA.map((k) => [k, r.metadata[k]])),
         });
-        return newCsr();
-      };
-      const theirs = await csrFor(PILOT_AGENT);
-      const ours = await csrFor(DIST_AGENT);
-      expect(theirs).toBeDefined();
-      expect(ours).toBeDefined();
-      const view = (r: CsrRecord) => ({
-        csr: describeCsr(r.request.csr),
-        validityDuration: r.request.validityDuration,
-        metadata: Object.fromEntries(CALLER_METADATA.map((k) => [k, r.metadata[k]])),
-      });
-      const a = view(theirs!);
-      const b = view(ours!);
-      // Literals first: Istio's CA must see what we believe Istio sends, so an oracle change shows.
-      expect(a.csr.subject).toBe("O =");
-      expect(a.metadata.clusterid).toEqual([("ISTIO_META_CLUSTER_ID" in extra ? String((extra as Record<string, string>).ISTIO_META_CLUSTER_ID) : "")]);
-      expect(b).toEqual(a);
-    }, 60_000);
-  }
-});
+        const a = view(theirs!);
+        const b = view(ours!);
+        // Literals first: Istio's CA must see what we believe Istio sends, so an oracle change shows.
+        expect(a.csr.subject).toBe("O =");
+        expect(a.metadata.clusterid).toEqual(["ISTIO_META_CLUSTER_ID" in extra ? String((extra as Record<string, string>).ISTIO_META_CLUSTER_ID) : ""]);
+        expect(b).toEqual(a);
+      }, 60_000);
+    }
+  },
+);

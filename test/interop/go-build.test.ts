@@ -8,7 +8,10 @@ import { BUILD_ERROR_ENV, findGo, interopUnmet, PREBUILT_ENV } from "./support/g
 describeRequiring({ check: () => (findGo() ? undefined : "Go (https://go.dev/dl, or set INTEROP_GO)") }, "interop build outcome as the suites see it", () => {
   const saved = { err: process.env[BUILD_ERROR_ENV], pre: process.env[PREBUILT_ENV] };
   afterEach(() => {
-    for (const [k, v] of [[BUILD_ERROR_ENV, saved.err], [PREBUILT_ENV, saved.pre]] as const) {
+    for (const [k, v] of [
+      [BUILD_ERROR_ENV, saved.err],
+      [PREBUILT_ENV, saved.pre],
+    ] as const) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }

@@ -36,7 +36,10 @@ const NOT_IN_ORACLE = [
 function pairs(): [string, string][] {
   const out: [string, string][] = [["bootstrap/template/envoy_bootstrap.json", "tools/packaging/common/envoy_bootstrap.json"]];
   for (const [dir, src, re] of SOURCES) {
-    for (const f of readdirSync(join(CONFORMANCE, dir)).filter((x) => re.test(x)).sort()) out.push([`${dir}/${f}`, `${src}/${basename(f)}`]);
+    for (const f of readdirSync(join(CONFORMANCE, dir))
+      .filter((x) => re.test(x))
+      .sort())
+      out.push([`${dir}/${f}`, `${src}/${basename(f)}`]);
   }
   return out;
 }
@@ -47,7 +50,9 @@ function differs(src: string, ours: string, theirs: string): boolean {
 }
 
 describeRequiring(
-  { check: () => (!existsSync(CONFORMANCE) ? `the conformance vectors at ${CONFORMANCE}` : findGo() ? undefined : "Go (https://go.dev/dl, or set INTEROP_GO)") },
+  {
+    check: () => (!existsSync(CONFORMANCE) ? `the conformance vectors at ${CONFORMANCE}` : findGo() ? undefined : "Go (https://go.dev/dl, or set INTEROP_GO)"),
+  },
   "goldens equal the oracle's own testdata",
   () => {
     test(`every golden, proxycfg and the bootstrap template equal istio.io/istio@${ISTIO_VERSION}, but the ${NOT_IN_ORACLE.length} listed`, () => {

@@ -22,13 +22,36 @@ const SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Se
 /** A self-signed CA certificate made by openssl (independent of the agent and of Istio). */
 function opensslCa(dir: string, name: string): string {
   const cert = join(dir, `${name}.pem`);
-  const p = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", `/O=${name}`, "-days", "2", "-addext", "basicConstraints=critical,CA:TRUE", "-keyout", join(dir, `${name}.key`), "-out", cert], { stderr: "pipe" });
+  const p = Bun.spawnSync(
+    [
+      "openssl",
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-subj",
+      `/O=${name}`,
+      "-days",
+      "2",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-keyout",
+      join(dir, `${name}.key`),
+      "-out",
+      cert,
+    ],
+    { stderr: "pipe" },
+  );
   if (p.exitCode !== 0) throw new Error(`openssl req: ${p.stderr.toString()}`);
   return readFileSync(cert, "utf8");
 }
 
 /** The certificates of a PEM bundle, whitespace-normalised and sorted (a set). */
-const certSet = (pem: string): string[] => (pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []).map((c) => c.replace(/\s+/g, "")).sort();
+const certSet = (pem: string): string[] =>
+  (pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []).map((c) => c.replace(/\s+/g, "")).sort();
 
 describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] }, "interop: PCDS trust bundle from Istio's discovery server", () => {
   const work = mkdtempSync(join(tmpdir(), "agent-interop-pcds-"));
@@ -62,7 +85,11 @@ describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
   afterAll(async () => {
     pod?.kill();
     pod?.box.cleanup();
-    for (const r of readStandinRecords(record)) if (r.event === "start") try { process.kill(r.pid, "SIGKILL"); } catch {}
+    for (const r of readStandinRecords(record))
+      if (r.event === "start")
+        try {
+          process.kill(r.pid, "SIGKILL");
+        } catch {}
     await lite?.stop();
     rmSync(work, { recursive: true, force: true });
   });
@@ -80,10 +107,15 @@ describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
   test("ROOTCA holds istiod's trust bundle: the CA's root and the mesh config's caCertificates", async () => {
     const want = certSet(lite.rootPem + anchorA);
     expect(want.length).toBe(2);
-    const got = await until(pod, "ROOTCA with the PCDS trust bundle", async () => {
-      const r = await rootCa().catch(() => undefined);
-      return r && same(r, want) ? r : undefined;
-    }, 40_000);
+    const got = await until(
+      pod,
+      "ROOTCA with the PCDS trust bundle",
+      async () => {
+        const r = await rootCa().catch(() => undefined);
+        return r && same(r, want) ? r : undefined;
+      },
+      40_000,
+    );
     expect(got).toEqual(want);
   }, 60_000);
 
@@ -91,10 +123,15 @@ describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
     await lite.reloadMeshCaCertificates(anchorB);
     const want = certSet(lite.rootPem + anchorB);
     // anchor B's arrival is the sentinel: the same push removes anchor A.
-    const got = await until(pod, "ROOTCA with anchor B", async () => {
-      const r = await rootCa().catch(() => undefined);
-      return r?.includes(certSet(anchorB)[0]!) ? r : undefined;
-    }, 40_000);
+    const got = await until(
+      pod,
+      "ROOTCA with anchor B",
+      async () => {
+        const r = await rootCa().catch(() => undefined);
+        return r?.includes(certSet(anchorB)[0]!) ? r : undefined;
+      },
+      40_000,
+    );
     expect(got).toEqual(want);
     expect(got).not.toContain(certSet(anchorA)[0]);
     expect(pod.exitCode()).toBeNull();

@@ -87,7 +87,14 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
       ISTIO_KUBE_APP_PROBERS: JSON.stringify(probers),
       INTEROP_ENVOY_READY: st.envoyReady ? "1" : "0",
       INTEROP_ENVOY_RECORD: join(dir, "standin.jsonl"),
-      PROXY_CONFIG: JSON.stringify({ discoveryAddress: st.noIstiod ? `127.0.0.1:${ports.dead}` : lite.xdsAddress, binaryPath: writeStandinLauncher(dir), statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: "1s", terminationDrainDuration: "1s" }),
+      PROXY_CONFIG: JSON.stringify({
+        discoveryAddress: st.noIstiod ? `127.0.0.1:${ports.dead}` : lite.xdsAddress,
+        binaryPath: writeStandinLauncher(dir),
+        statusPort: ports.status,
+        proxyAdminPort: ports.admin,
+        drainDuration: "1s",
+        terminationDrainDuration: "1s",
+      }),
       ...Object.fromEntries(Object.entries(st.env ?? {}).map(([k, v]) => [k, v.replace("{dns}", String(ports.dns))])),
       ...(st.proxyless ? { DISABLE_ENVOY: "true" } : {}),
     };
@@ -119,7 +126,11 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
     } finally {
       p.kill("SIGKILL");
       await p.exited;
-      for (const r of readStandinRecords(join(dir, "standin.jsonl"))) if (r.event === "start") try { process.kill(r.pid, "SIGKILL"); } catch {}
+      for (const r of readStandinRecords(join(dir, "standin.jsonl")))
+        if (r.event === "start")
+          try {
+            process.kill(r.pid, "SIGKILL");
+          } catch {}
       rmSync(dir, { recursive: true, force: true });
     }
   }

@@ -27,6 +27,8 @@ test("one byte past the cap rejects, naming the command, and calls onOverflow on
 
 test("spawnExec: a command printing past the cap is stopped and the call rejects", async () => {
   const started = performance.now();
-  await expect(spawnExec("sh", ["-c", `head -c ${MAX_COMMAND_OUTPUT_BYTES + 1} /dev/zero; sleep 30`])).rejects.toThrow(`sh printed more than ${MAX_COMMAND_OUTPUT_BYTES} bytes`);
+  await expect(spawnExec("sh", ["-c", `head -c ${MAX_COMMAND_OUTPUT_BYTES + 1} /dev/zero; sleep 30`])).rejects.toThrow(
+    `sh printed more than ${MAX_COMMAND_OUTPUT_BYTES} bytes`,
+  );
   expect(performance.now() - started).toBeLessThan(20_000);
 }, 25_000);

@@ -13,7 +13,10 @@ export function isRoot(): boolean {
 }
 
 export function sh(args: string[], opts: { stdin?: string; env?: Record<string, string> } = {}): { code: number; out: string; err: string } {
-  const r = Bun.spawnSync(args, { stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore", env: opts.env ? { ...process.env, ...opts.env } : undefined });
+  const r = Bun.spawnSync(args, {
+    stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore",
+    env: opts.env ? { ...process.env, ...opts.env } : undefined,
+  });
   return { code: r.exitCode ?? -1, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 

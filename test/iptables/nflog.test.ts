@@ -34,7 +34,12 @@ describe("NFLOG wire format", () => {
     const v = new DataView(m.buffer);
     expect([v.getUint32(0, true), v.getUint16(4, true), v.getUint16(6, true), v.getUint32(8, true), v.getUint16(18, false)]).toEqual([20, 0x0401, 5, 7, 1337]);
     const seq = bindGroupMessages(1337, 1);
-    expect(seq.map((s) => [s.seq, s.mayFail])).toEqual([[1, true], [2, false], [3, false], [4, false]]);
+    expect(seq.map((s) => [s.seq, s.mayFail])).toEqual([
+      [1, true],
+      [2, false],
+      [3, false],
+      [4, false],
+    ]);
     expect(Array.from(seq[1]!.msg.subarray(20, 28))).toEqual([5, 0, 1, 0, 1, 0, 0, 0]); // NFULA_CFG_CMD bind
   });
   test("decodes packets and acks", () => {
@@ -71,12 +76,19 @@ describe("tracer", () => {
     await tracer.stopped();
     const lines = mem.lines.filter((l) => l.includes("command=JumpOutbound"));
     expect(lines.length).toBe(2);
-    expect(lines[0]).toContain("\tiptables\tdirect all traffic through ISTIO_OUTPUT chain\tcommand=JumpOutbound\tuid=1000\tgid=1001\tinDev=\toutDev=eth0\tsrc=10.250.1.2\tdst=10.250.1.1");
+    expect(lines[0]).toContain(
+      "\tiptables\tdirect all traffic through ISTIO_OUTPUT chain\tcommand=JumpOutbound\tuid=1000\tgid=1001\tinDev=\toutDev=eth0\tsrc=10.250.1.2\tdst=10.250.1.1",
+    );
     expect(closed).toBe(true);
   });
   test("a socket that cannot be opened is reported, not fatal", async () => {
     const mem = memoryLogger();
-    const tracer = new IptablesTracer({ log: mem.log, open: async () => { throw new Error("EPERM"); } });
+    const tracer = new IptablesTracer({
+      log: mem.log,
+      open: async () => {
+        throw new Error("EPERM");
+      },
+    });
     await tracer.start(new AbortController().signal);
     expect(mem.lines.join("\n")).toContain("could not open nflog socket: EPERM");
   });

@@ -51,14 +51,21 @@ describe("trace companions", () => {
       'insert rule inet t c index 0 iifname v1 log prefix "KubevirtCommand" group 1337 snaplen 20',
     ]);
     const state = new NftState().apply(["add table inet t", "add chain inet t c", ...ruleLines("t", rb.rules("t"))].join("\n"));
-    expect(state.dump().split("\n").slice(2, 4)).toEqual(['add rule inet t c iifname v1 log prefix "KubevirtCommand" group 1337 snaplen 20', "add rule inet t c iifname v1 counter return"]);
+    expect(state.dump().split("\n").slice(2, 4)).toEqual([
+      'add rule inet t c iifname v1 log prefix "KubevirtCommand" group 1337 snaplen 20',
+      "add rule inet t c iifname v1 counter return",
+    ]);
   });
 
   test("IPTABLES_TRACE_LOGGING puts companions before the capture rules; off, the program has none", () => {
     const cfg = { ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337", OUTBOUND_IPRANGES_INCLUDE: "*", INBOUND_PORTS_INCLUDE: "*" };
     const traced = renderProgram(generateNftRules({ ...cfg, TRACE_LOGGING: true }).builder);
-    expect(traced).toContain('add rule inet istio-proxy-nat output log prefix "JumpOutbound" group 1337 snaplen 20\nadd rule inet istio-proxy-nat output counter jump istio-output\n');
-    expect(traced).toContain('add rule inet istio-proxy-nat istio-redirect meta l4proto tcp log prefix "OutboundCapture" group 1337 snaplen 20\nadd rule inet istio-proxy-nat istio-redirect meta l4proto tcp counter redirect to :15001\n');
+    expect(traced).toContain(
+      'add rule inet istio-proxy-nat output log prefix "JumpOutbound" group 1337 snaplen 20\nadd rule inet istio-proxy-nat output counter jump istio-output\n',
+    );
+    expect(traced).toContain(
+      'add rule inet istio-proxy-nat istio-redirect meta l4proto tcp log prefix "OutboundCapture" group 1337 snaplen 20\nadd rule inet istio-proxy-nat istio-redirect meta l4proto tcp counter redirect to :15001\n',
+    );
     expect(traced).toContain('add rule inet istio-proxy-nat prerouting meta l4proto tcp log prefix "JumpInbound" group 1337 snaplen 20\n');
     expect(renderProgram(generateNftRules(cfg).builder)).not.toContain(" log ");
   });
@@ -89,7 +96,9 @@ describe("state model", () => {
 
   test("IPv6-only DNS servers with IPv6 off: a clear error instead of a jump to a chain that is never created", () => {
     const cfg = { ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337", REDIRECT_DNS: true, DNS_SERVERS_V6: ["fd00::53"] };
-    expect(() => nftProgram(cfg, memoryLogger().log)).toThrow(/nftables rules are inconsistent \(jump to chain istio-output-dns, which does not exist in table inet istio-proxy-nat.*check the DNS servers and IPv6 settings/);
+    expect(() => nftProgram(cfg, memoryLogger().log)).toThrow(
+      /nftables rules are inconsistent \(jump to chain istio-output-dns, which does not exist in table inet istio-proxy-nat.*check the DNS servers and IPv6 settings/,
+    );
   });
 });
 
@@ -99,15 +108,21 @@ const TABLES = ["istio-proxy-nat", "istio-proxy-mangle", "istio-proxy-raw"];
 
 describe("read-back", () => {
   test("the summary of real nft JSON keeps our tables only, with hooks and rule counts", () => {
-    expect(summaryFromJson(REAL_JSON, "inet", TABLES)).toEqual({ "istio-proxy-nat": { output: { base: "nat output -100", rules: 1 }, "istio-output": { base: "", rules: 1 } } });
+    expect(summaryFromJson(REAL_JSON, "inet", TABLES)).toEqual({
+      "istio-proxy-nat": { output: { base: "nat output -100", rules: 1 }, "istio-output": { base: "", rules: 1 } },
+    });
   });
 
   test("the model's summary of the same program is equal; differences are named", () => {
-    const program = "add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\nadd chain inet istio-proxy-nat output { type nat hook output priority -100 ; }\nadd chain inet istio-proxy-nat istio-output\nadd rule inet istio-proxy-nat output counter jump istio-output\nadd rule inet istio-proxy-nat istio-output skuid 1337 counter return\n";
+    const program =
+      "add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\nadd chain inet istio-proxy-nat output { type nat hook output priority -100 ; }\nadd chain inet istio-proxy-nat istio-output\nadd rule inet istio-proxy-nat output counter jump istio-output\nadd rule inet istio-proxy-nat istio-output skuid 1337 counter return\n";
     const want = new NftState().apply(program).summary("inet", TABLES);
     expect(diffSummaries(want, summaryFromJson(REAL_JSON, "inet", TABLES))).toEqual([]);
     const more = new NftState().apply(program + "add rule inet istio-proxy-nat istio-output return\nadd table inet istio-proxy-raw\n").summary("inet", TABLES);
-    expect(diffSummaries(more, summaryFromJson(REAL_JSON, "inet", TABLES))).toEqual(["table istio-proxy-nat chain istio-output: 1 rule(s), want 2", "table istio-proxy-raw: missing"]);
+    expect(diffSummaries(more, summaryFromJson(REAL_JSON, "inet", TABLES))).toEqual([
+      "table istio-proxy-nat chain istio-output: 1 rule(s), want 2",
+      "table istio-proxy-raw: missing",
+    ]);
   });
 
   test("an extra empty chain (kept by flush from an earlier run) is not a difference; an extra chain with rules is", () => {
@@ -122,7 +137,9 @@ describe("read-back", () => {
   });
 
   test("the sweep deletes exactly our tables the program leaves out", () => {
-    expect(sweepLines("add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\n")).toBe("add table inet istio-proxy-mangle\ndelete table inet istio-proxy-mangle\nadd table inet istio-proxy-raw\ndelete table inet istio-proxy-raw\n");
+    expect(sweepLines("add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\n")).toBe(
+      "add table inet istio-proxy-mangle\ndelete table inet istio-proxy-mangle\nadd table inet istio-proxy-raw\ndelete table inet istio-proxy-raw\n",
+    );
     expect(sweepLines("add table inet istio-proxy-nat\nadd table inet istio-proxy-mangle\nadd table inet istio-proxy-raw\n")).toBe("");
   });
 
@@ -141,7 +158,13 @@ const APPLIED_JSON = JSON.stringify({
     { table: { family: "inet", name: "istio-proxy-nat" } },
     { chain: { family: "inet", table: "istio-proxy-nat", name: "output", type: "nat", hook: "output", prio: -100 } },
     ...["istio-inbound", "istio-redirect", "istio-in-redirect", "istio-output"].map((name) => ({ chain: { family: "inet", table: "istio-proxy-nat", name } })),
-    ...[["output", 1], ["istio-inbound", 1], ["istio-redirect", 1], ["istio-in-redirect", 1], ["istio-output", 8]].flatMap(([chain, n]) => Array.from({ length: n as number }, () => ({ rule: { family: "inet", table: "istio-proxy-nat", chain } }))),
+    ...[
+      ["output", 1],
+      ["istio-inbound", 1],
+      ["istio-redirect", 1],
+      ["istio-in-redirect", 1],
+      ["istio-output", 8],
+    ].flatMap(([chain, n]) => Array.from({ length: n as number }, () => ({ rule: { family: "inet", table: "istio-proxy-nat", chain } }))),
   ],
 });
 
@@ -159,7 +182,8 @@ async function cli(argv: string[], answer: (args: readonly string[]) => { code: 
   return { code, out, err, calls };
 }
 
-const goodNft = (args: readonly string[]) => (args[0] === "--version" ? { code: 0, stdout: "nftables v1.0.6 (Lester Gooch #5)\n" } : args[0] === "-j" ? { code: 0, stdout: APPLIED_JSON } : { code: 0 });
+const goodNft = (args: readonly string[]) =>
+  args[0] === "--version" ? { code: 0, stdout: "nftables v1.0.6 (Lester Gooch #5)\n" } : args[0] === "-j" ? { code: 0, stdout: APPLIED_JSON } : { code: 0 };
 
 describe("agent iptables --native-nftables (real run on a fake nft)", () => {
   test("version, check, apply and read back, in that order, the same program with the sweep of the unused tables", async () => {
@@ -169,15 +193,23 @@ describe("agent iptables --native-nftables (real run on a fake nft)", () => {
     expect(nft.map((c) => c.args.join(" "))).toEqual(["--version", "-c -f -", "-f -", "-j list ruleset inet"]);
     expect(nft[1]!.stdin).toBe(nft[2]!.stdin!);
     expect(nft[2]!.stdin!.startsWith("add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\n")).toBe(true);
-    expect(nft[2]!.stdin!.endsWith("add rule inet istio-proxy-nat istio-output ip daddr 127.0.0.1/32 counter return\nadd table inet istio-proxy-mangle\ndelete table inet istio-proxy-mangle\nadd table inet istio-proxy-raw\ndelete table inet istio-proxy-raw\n")).toBe(true);
+    expect(
+      nft[2]!.stdin!.endsWith(
+        "add rule inet istio-proxy-nat istio-output ip daddr 127.0.0.1/32 counter return\nadd table inet istio-proxy-mangle\ndelete table inet istio-proxy-mangle\nadd table inet istio-proxy-raw\ndelete table inet istio-proxy-raw\n",
+      ),
+    ).toBe(true);
     expect(r.out).toContain("nftables rules programmed:\nadd table inet istio-proxy-nat");
   });
 
   test("a program nft --check rejects is never applied; the error carries nft's message", async () => {
-    const r = await cli(["--native-nftables", "-u", "1337"], (a) => (a[0] === "-c" ? { code: 1, stderr: "Error: Could not process rule: No such file or directory\n" } : goodNft(a)));
+    const r = await cli(["--native-nftables", "-u", "1337"], (a) =>
+      a[0] === "-c" ? { code: 1, stderr: "Error: Could not process rule: No such file or directory\n" } : goodNft(a),
+    );
     expect(r.code).toBe(1);
     expect(r.calls.filter((c) => c.cmd === "nft").map((c) => c.args.join(" "))).toEqual(["--version", "-c -f -"]);
-    expect(r.out + r.err).toContain("the generated nftables program was rejected by nft --check; nothing was applied: nft -c -f -: Error: Could not process rule: No such file or directory");
+    expect(r.out + r.err).toContain(
+      "the generated nftables program was rejected by nft --check; nothing was applied: nft -c -f -: Error: Could not process rule: No such file or directory",
+    );
   });
 
   test("a ruleset that reads back different from the program fails the run and names the difference", async () => {
@@ -185,7 +217,9 @@ describe("agent iptables --native-nftables (real run on a fake nft)", () => {
     json.nftables.pop(); // one istio-output rule missing
     const r = await cli(["--native-nftables", "-u", "1337", "-g", "1337"], (a) => (a[0] === "-j" ? { code: 0, stdout: JSON.stringify(json) } : goodNft(a)));
     expect(r.code).toBe(1);
-    expect(r.out + r.err).toContain("the nftables ruleset read back after applying differs from the program: table istio-proxy-nat chain istio-output: 7 rule(s), want 8");
+    expect(r.out + r.err).toContain(
+      "the nftables ruleset read back after applying differs from the program: table istio-proxy-nat chain istio-output: 7 rule(s), want 8",
+    );
   });
 
   test("nft older than 1.0.1 is refused before anything runs", async () => {
@@ -197,7 +231,18 @@ describe("agent iptables --native-nftables (real run on a fake nft)", () => {
 
   test("a missing nft binary fails the run with a message naming nft", async () => {
     let out = "";
-    const code = await runIptables(["--native-nftables", "-u", "1337"], {}, { stdout: (t) => (out += t), stderr: (t) => (out += t), host, exec: async () => { throw new Error('Executable not found in $PATH: "nft"'); } });
+    const code = await runIptables(
+      ["--native-nftables", "-u", "1337"],
+      {},
+      {
+        stdout: (t) => (out += t),
+        stderr: (t) => (out += t),
+        host,
+        exec: async () => {
+          throw new Error('Executable not found in $PATH: "nft"');
+        },
+      },
+    );
     expect(code).toBe(1);
     expect(out).toContain('nft --version: Executable not found in $PATH: "nft"');
   });
@@ -218,9 +263,17 @@ describe("agent iptables --native-nftables (real run on a fake nft)", () => {
   test("NATIVE_NFTABLES=true in the environment selects the mode; --dry-run prints the program and runs nothing", async () => {
     const calls: string[] = [];
     let out = "";
-    const code = await runIptables(["-u", "1337", "-g", "1337"], { NATIVE_NFTABLES: "true", DRY_RUN: "true" }, { stdout: (s) => (out += s), stderr: () => {}, host, exec: async (c) => (calls.push(c), { code: 0, stdout: "", stderr: "" }) });
+    const code = await runIptables(
+      ["-u", "1337", "-g", "1337"],
+      { NATIVE_NFTABLES: "true", DRY_RUN: "true" },
+      { stdout: (s) => (out += s), stderr: () => {}, host, exec: async (c) => (calls.push(c), { code: 0, stdout: "", stderr: "" }) },
+    );
     expect(code).toBe(0);
     expect(calls).toEqual([]);
-    expect(out.startsWith("add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\nadd chain inet istio-proxy-nat output { type nat hook output priority -100 ; }\n")).toBe(true);
+    expect(
+      out.startsWith(
+        "add table inet istio-proxy-nat\nflush table inet istio-proxy-nat\nadd chain inet istio-proxy-nat output { type nat hook output priority -100 ; }\n",
+      ),
+    ).toBe(true);
   });
 });

@@ -16,7 +16,12 @@ import { configureRoutes, planRoutes } from "../../src/iptables/routes.ts";
 import { generateRules } from "../../src/iptables/rules.ts";
 import { memoryLogger, silentLogger } from "../../src/lib/log.ts";
 
-const host = (o: Partial<CaptureHost> = {}): CaptureHost => ({ localIP: () => ({ ip: "10.0.0.1", ipv6: false }), dnsServers: () => ({ v4: [], v6: [] }), lookupUid: () => undefined, ...o });
+const host = (o: Partial<CaptureHost> = {}): CaptureHost => ({
+  localIP: () => ({ ip: "10.0.0.1", ipv6: false }),
+  dnsServers: () => ({ v4: [], v6: [] }),
+  lookupUid: () => undefined,
+  ...o,
+});
 
 describe("addresses", () => {
   test.each([
@@ -60,7 +65,28 @@ describe("config validation names the flag", () => {
     [{ OUTBOUND_OWNER_GROUPS_INCLUDE: Array.from({ length: 65 }, (_, i) => String(i)).join(",") }, "ISTIO_OUTBOUND_OWNER_GROUPS"],
   ])("%o", (over, flag) => expect(() => validateCaptureConfig(filled(over))).toThrow(flag));
   test("Istio's injector arguments are valid", () => {
-    const p = parseCaptureCommand(["-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020", "--log_output_level=default:info"], {});
+    const p = parseCaptureCommand(
+      [
+        "-p",
+        "15001",
+        "-z",
+        "15006",
+        "-u",
+        "1337",
+        "-m",
+        "REDIRECT",
+        "-i",
+        "*",
+        "-x",
+        "",
+        "-b",
+        "*",
+        "-d",
+        "15090,15021,15020",
+        "--log_output_level=default:info",
+      ],
+      {},
+    );
     expect(() => validateCaptureConfig(fillFromEnvironment(p.cfg, p.envOnly, host()))).not.toThrow();
   });
 });
@@ -84,7 +110,11 @@ describe("flags and environment", () => {
   });
   test("environment step: ENVOY_USER lookup, gid defaults to uid, DNS only without capture-all", () => {
     const p = parseCaptureCommand(["--redirect-dns"], { ENVOY_USER: "proxy" });
-    const c = fillFromEnvironment(p.cfg, p.envOnly, host({ lookupUid: (u) => (u === "proxy" ? "1500" : undefined), dnsServers: () => ({ v4: ["10.96.0.10"], v6: [] }) }));
+    const c = fillFromEnvironment(
+      p.cfg,
+      p.envOnly,
+      host({ lookupUid: (u) => (u === "proxy" ? "1500" : undefined), dnsServers: () => ({ v4: ["10.96.0.10"], v6: [] }) }),
+    );
     expect([c.PROXY_UID, c.PROXY_GID, c.DNS_SERVERS_V4]).toEqual(["1500", "1500", ["10.96.0.10"]]);
     const all = parseCaptureCommand(["--redirect-dns", "--capture-all-dns"], {});
     expect(fillFromEnvironment(all.cfg, all.envOnly, host({ dnsServers: () => ({ v4: ["1.1.1.1"], v6: [] }) })).DNS_SERVERS_V4).toEqual([]);
@@ -107,7 +137,9 @@ describe("trace logging", () => {
   test("companions precede identified rules (append) and end up in front of inserted ones", () => {
     const cfg = { ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337", TRACE_LOGGING: true, KUBE_VIRT_INTERFACES: "eth1" };
     const restore = buildRestore(generateRules(cfg).builder.rules("v4"));
-    expect(restore).toContain("-A ISTIO_IN_REDIRECT -p tcp -j NFLOG --nflog-prefix InboundCapture --nflog-group 1337 --nflog-size 20\n-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006");
+    expect(restore).toContain(
+      "-A ISTIO_IN_REDIRECT -p tcp -j NFLOG --nflog-prefix InboundCapture --nflog-group 1337 --nflog-size 20\n-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006",
+    );
     expect(restore).toContain("-A OUTPUT -j NFLOG --nflog-prefix JumpOutbound --nflog-group 1337 --nflog-size 20\n-A OUTPUT -j ISTIO_OUTPUT");
     expect(restore).toContain("-I PREROUTING 1 -i eth1 -j RETURN\n-I PREROUTING 1 -i eth1 -j NFLOG --nflog-prefix KubevirtCommand");
     expect(buildRestore(generateRules({ ...cfg, TRACE_LOGGING: false }).builder.rules("v4"))).not.toContain("NFLOG");
@@ -131,7 +163,9 @@ describe("state and cleanup", () => {
     expect(hasRules(save)).toBe(true);
   });
   test("xtables errors name the exit type", () => {
-    expect(xtablesErrorMessage("iptables v1.8.9 (nf_tables): Couldn't load target `X'\nTry `iptables -h'", 2)).toStartWith("xtables parameter problem: Couldn't load target");
+    expect(xtablesErrorMessage("iptables v1.8.9 (nf_tables): Couldn't load target `X'\nTry `iptables -h'", 2)).toStartWith(
+      "xtables parameter problem: Couldn't load target",
+    );
   });
 
   /** Xtables whose IPv4 save returns a fixed state (IPv6 empty) and whose -C checks pass. */
@@ -199,7 +233,9 @@ describe("routes and CLI", () => {
     };
     await configureRoutes(cfg, exec, silentLogger());
     expect(calls.filter((c) => c.includes("rule add"))).toEqual([]);
-    await expect(configureRoutes(cfg, async () => ({ code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }), silentLogger())).rejects.toThrow("ip -6 addr add ::6/128 dev lo: RTNETLINK answers: Operation not permitted");
+    await expect(
+      configureRoutes(cfg, async () => ({ code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }), silentLogger()),
+    ).rejects.toThrow("ip -6 addr add ::6/128 dev lo: RTNETLINK answers: Operation not permitted");
   });
   test("bad input exits 1 with one line naming it; --help exits 0", async () => {
     const run = async (argv: string[], env = {}) => {
@@ -229,7 +265,11 @@ describe("routes and CLI", () => {
 
 test('ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE="*" is accepted and written as given, as Istio does', async () => {
   let out = "";
-  const code = await runIptables(["-n", "-u", "1337", "-g", "1337"], { ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE: "*" }, { stdout: (s) => (out += s), stderr: () => {}, host: host() });
+  const code = await runIptables(
+    ["-n", "-u", "1337", "-g", "1337"],
+    { ISTIO_OUTBOUND_OWNER_GROUPS_EXCLUDE: "*" },
+    { stdout: (s) => (out += s), stderr: () => {}, host: host() },
+  );
   expect(code).toBe(0);
   expect(out.split("\n")).toContain("-A ISTIO_OUTPUT -m owner --gid-owner * -j RETURN");
 });
@@ -238,13 +278,22 @@ test("the real Xtables path checks payloads with --test before applying", async 
   const calls: string[] = [];
   const xt: Xtables = {
     testsPayloads: true,
-    detect: async (v6) => ({ binary: v6 ? "ip6tables" : "iptables", saveBinary: "save", restoreBinary: "restore", version: [1, 8, 9], legacy: false, existingRules: false }),
+    detect: async (v6) => ({
+      binary: v6 ? "ip6tables" : "iptables",
+      saveBinary: "save",
+      restoreBinary: "restore",
+      version: [1, 8, 9],
+      legacy: false,
+      existingRules: false,
+    }),
     run: async (cmd, _v, args, stdin) => {
       calls.push(`${cmd} ${args.join(" ")}`);
       if (cmd === "restore" && args.includes("--test")) throw new Error("line 3 failed");
       return "";
     },
   };
-  await expect(runCapture({ ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337" }, xt, silentLogger())).rejects.toThrow("rejected by restore --test; nothing was applied");
+  await expect(runCapture({ ...defaultCaptureConfig(), PROXY_UID: "1337", PROXY_GID: "1337" }, xt, silentLogger())).rejects.toThrow(
+    "rejected by restore --test; nothing was applied",
+  );
   expect(calls.filter((c) => c.startsWith("restore"))).toEqual(["restore --test --noflush"]);
 });

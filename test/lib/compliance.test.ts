@@ -23,7 +23,9 @@ describe("complianceTls (Istio's EnforceGoCompliance)", () => {
     expect(complianceTls("pqc")).toEqual({ minVersion: "TLSv1.3", ciphers: "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384", ecdhCurve: "X25519MLKEM768" });
   });
   test("an unknown policy is named and the defaults kept", () => {
-    expect(compliancePolicyProblem("fips")).toBe('COMPLIANCE_POLICY="fips" is not one of fips-140-2, fips-140-3, pqc: unknown compliance policy, TLS defaults used');
+    expect(compliancePolicyProblem("fips")).toBe(
+      'COMPLIANCE_POLICY="fips" is not one of fips-140-2, fips-140-3, pqc: unknown compliance policy, TLS defaults used',
+    );
     expect(compliancePolicyProblem("fips-140-2")).toBeUndefined();
     expect(compliancePolicyProblem("")).toBeUndefined();
   });
@@ -43,13 +45,44 @@ describe("COMPLIANCE_POLICY applies to the agent's own TLS", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "compliance-"));
-    const r = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=istiod.istio-system.svc", "-addext", "subjectAltName=DNS:istiod.istio-system.svc", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { stderr: "pipe" });
+    const r = Bun.spawnSync(
+      [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=istiod.istio-system.svc",
+        "-addext",
+        "subjectAltName=DNS:istiod.istio-system.svc",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+      ],
+      { stderr: "pipe" },
+    );
     if (r.exitCode !== 0) throw new Error(`openssl: ${r.stderr.toString()}`);
-    server = createServer({ key: readFileSync(join(dir, "key.pem")), cert: readFileSync(join(dir, "cert.pem")), minVersion: "TLSv1.2", maxVersion: "TLSv1.3", ALPNProtocols: ["h2"] }, (s: TLSSocket) => {
-      seen.push({ protocol: s.getProtocol(), cipher: s.getCipher().name });
-      for (const w of waiters.splice(0)) w();
-      s.destroy();
-    });
+    server = createServer(
+      {
+        key: readFileSync(join(dir, "key.pem")),
+        cert: readFileSync(join(dir, "cert.pem")),
+        minVersion: "TLSv1.2",
+        maxVersion: "TLSv1.3",
+        ALPNProtocols: ["h2"],
+      },
+      (s: TLSSocket) => {
+        seen.push({ protocol: s.getProtocol(), cipher: s.getCipher().name });
+        for (const w of waiters.splice(0)) w();
+        s.destroy();
+      },
+    );
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
     port = (server.address() as { port: number }).port;
   });
@@ -70,13 +103,23 @@ describe("COMPLIANCE_POLICY applies to the agent's own TLS", () => {
 
   function xdsDial(policy: string): () => void {
     const cfg: UpstreamDialConfig = {
-      address: `127.0.0.1:${port}`, host: "127.0.0.1", port,
+      address: `127.0.0.1:${port}`,
+      host: "127.0.0.1",
+      port,
       tls: { root: { kind: "file", path: join(dir, "cert.pem") }, servername: "istiod.istio-system.svc" },
-      tokenPath: join(dir, "no-token"), clusterId: "Kubernetes", xdsHeaders: {},
-      keepaliveMs: 30_000, keepaliveTimeoutMs: 10_000, connectTimeoutMs: 2000, compliancePolicy: policy,
+      tokenPath: join(dir, "no-token"),
+      clusterId: "Kubernetes",
+      xdsHeaders: {},
+      keepaliveMs: 30_000,
+      keepaliveTimeoutMs: 10_000,
+      connectTimeoutMs: 2000,
+      compliancePolicy: policy,
     };
     return () => {
-      const s = new IstiodUpstream(cfg).open({ path: "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources", delta: false }, { onConnected() {}, onData() {}, onDrain() {}, onClose() {} });
+      const s = new IstiodUpstream(cfg).open(
+        { path: "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources", delta: false },
+        { onConnected() {}, onData() {}, onDrain() {}, onClose() {} },
+      );
       setTimeout(() => s.close(), 1000);
     };
   }
@@ -84,24 +127,41 @@ describe("COMPLIANCE_POLICY applies to the agent's own TLS", () => {
   function caDial(policy: string): () => void {
     return () => {
       const c = new IstioCaClient(
-        { address: `127.0.0.1:${port}`, tls: true, rootCertPath: join(dir, "cert.pem"), serverName: "istiod.istio-system.svc", headers: {}, compliancePolicy: policy },
+        {
+          address: `127.0.0.1:${port}`,
+          tls: true,
+          rootCertPath: join(dir, "cert.pem"),
+          serverName: "istiod.istio-system.svc",
+          headers: {},
+          compliancePolicy: policy,
+        },
         { tokens: { describe: "none", token: async () => undefined }, sleep: async () => false, attemptTimeoutMs: 2000 },
       );
       void c.sign("-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----\n", 3600).catch(() => {});
     };
   }
 
-  testRequiring({ tools: ["openssl"], apt: ["openssl"] }, "istiod connection: fips-140-2 negotiates TLS 1.2 with a FIPS suite; no policy negotiates TLS 1.3", async () => {
-    const fips = await handshake(xdsDial("fips-140-2"));
-    expect(fips.protocol).toBe("TLSv1.2");
-    expect(FIPS_TLS12_CIPHERS).toContain(fips.cipher);
-    expect((await handshake(xdsDial(""))).protocol).toBe("TLSv1.3");
-  }, 20_000);
+  testRequiring(
+    { tools: ["openssl"], apt: ["openssl"] },
+    "istiod connection: fips-140-2 negotiates TLS 1.2 with a FIPS suite; no policy negotiates TLS 1.3",
+    async () => {
+      const fips = await handshake(xdsDial("fips-140-2"));
+      expect(fips.protocol).toBe("TLSv1.2");
+      expect(FIPS_TLS12_CIPHERS).toContain(fips.cipher);
+      expect((await handshake(xdsDial(""))).protocol).toBe("TLSv1.3");
+    },
+    20_000,
+  );
 
-  testRequiring({ tools: ["openssl"], apt: ["openssl"] }, "CA connection: fips-140-2 negotiates TLS 1.2 with a FIPS suite; no policy negotiates TLS 1.3", async () => {
-    const fips = await handshake(caDial("fips-140-2"));
-    expect(fips.protocol).toBe("TLSv1.2");
-    expect(FIPS_TLS12_CIPHERS).toContain(fips.cipher);
-    expect((await handshake(caDial(""))).protocol).toBe("TLSv1.3");
-  }, 20_000);
+  testRequiring(
+    { tools: ["openssl"], apt: ["openssl"] },
+    "CA connection: fips-140-2 negotiates TLS 1.2 with a FIPS suite; no policy negotiates TLS 1.3",
+    async () => {
+      const fips = await handshake(caDial("fips-140-2"));
+      expect(fips.protocol).toBe("TLSv1.2");
+      expect(FIPS_TLS12_CIPHERS).toContain(fips.cipher);
+      expect((await handshake(caDial(""))).protocol).toBe("TLSv1.3");
+    },
+    20_000,
+  );
 });

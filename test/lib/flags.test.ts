@@ -12,19 +12,19 @@ const specs: FlagSpec[] = [
 ];
 
 const SYNTAX_CASES: [string[], string, unknown][] = [
-    [["--domain=x.svc"], "domain", "x.svc"],
-    [["--domain", "x.svc"], "domain", "x.svc"],
-    [["--concurrency=4"], "concurrency", 4],
-    [["--concurrency", "0x10"], "concurrency", 16],
-    [["--profiling=false"], "profiling", false],
-    [["--profiling"], "profiling", true],
-    [["-p", "15002"], "envoy-port", "15002"],
-    [["-p15003"], "envoy-port", "15003"],
-    [["-p=15004"], "envoy-port", "15004"],
-    [["-n"], "dry-run", true],
-    [["-np", "1"], "envoy-port", "1"],
-    [["--timeout=1m30s"], "timeout", 90_000],
-    [["--log_target", "a", "--log_target=b"], "log_target", ["a", "b"]],
+  [["--domain=x.svc"], "domain", "x.svc"],
+  [["--domain", "x.svc"], "domain", "x.svc"],
+  [["--concurrency=4"], "concurrency", 4],
+  [["--concurrency", "0x10"], "concurrency", 16],
+  [["--profiling=false"], "profiling", false],
+  [["--profiling"], "profiling", true],
+  [["-p", "15002"], "envoy-port", "15002"],
+  [["-p15003"], "envoy-port", "15003"],
+  [["-p=15004"], "envoy-port", "15004"],
+  [["-n"], "dry-run", true],
+  [["-np", "1"], "envoy-port", "1"],
+  [["--timeout=1m30s"], "timeout", 90_000],
+  [["--log_target", "a", "--log_target=b"], "log_target", ["a", "b"]],
 ];
 
 describe("pflag syntax", () => {
@@ -38,7 +38,7 @@ describe("pflag syntax", () => {
 
   test("defaults when not set; repeated array replaces the default", () => {
     const r = parseFlags([], specs);
-    expect(r.values).toMatchObject({ domain: "", concurrency: 0, profiling: true, "log_target": ["stdout"], timeout: 5000 });
+    expect(r.values).toMatchObject({ domain: "", concurrency: 0, profiling: true, log_target: ["stdout"], timeout: 5000 });
     expect(r.set.size).toBe(0);
   });
 

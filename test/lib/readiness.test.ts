@@ -101,7 +101,10 @@ test("a reblocked condition is timed from the reblock, and its clear is logged a
   b.reblock();
   t = 10_450;
   b.clear();
-  expect(lines.map((l) => l.split("\t")[2])).toEqual(['"envoy restarting" cleared after 0.2s, 0 blockers still pending', '"envoy restarting" cleared after 0.5s, 0 blockers still pending']);
+  expect(lines.map((l) => l.split("\t")[2])).toEqual([
+    '"envoy restarting" cleared after 0.2s, 0 blockers still pending',
+    '"envoy restarting" cleared after 0.5s, 0 blockers still pending',
+  ]);
 });
 
 test("the blocker names are Istio's words and ours, spelled once", () => {

@@ -30,7 +30,9 @@ test("LOCAL_XDS_PATH relative to the root; socket at <root>/<configPath>/local-x
     const socket = join(tmp.dir, "etc/istio/proxy", LOCAL_XDS_SOCKET);
     expect(server.address()).toBe(`unix://${socket}`);
     expect(existsSync(socket)).toBe(true);
-    expect(logs.lines.some((l) => l.includes("local xDS: serving mesh/xds.yaml") && l.includes("1 listeners, 1 routes, 1 clusters, 1 endpoints, 0 secrets"))).toBe(true);
+    expect(
+      logs.lines.some((l) => l.includes("local xDS: serving mesh/xds.yaml") && l.includes("1 listeners, 1 routes, 1 clusters, 1 endpoints, 0 secrets")),
+    ).toBe(true);
     ac.abort();
     await server.stopped();
     expect(existsSync(socket)).toBe(false);

@@ -39,10 +39,14 @@ routes:
           - match: { prefix: "/" }
             route: { cluster: a }
 clusters:
-${withA ? `  - name: a
+${
+  withA
+    ? `  - name: a
     type: EDS
     eds_cluster_config: { eds_config: { ads: {} } }
-` : ""}  - name: b
+`
+    : ""
+}  - name: b
     type: STATIC
     connect_timeout: ${o.bTimeout ?? "1s"}
     ${o.typo ? "lbPolicyy: ROUND_ROBIN" : "lb_policy: ROUND_ROBIN"}
@@ -61,11 +65,15 @@ ${withA ? `  - name: a
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         explicit_http_config: { http2_protocol_options: {} }
 endpoints:
-${withA ? `  - cluster_name: a
+${
+  withA
+    ? `  - cluster_name: a
     endpoints:
       - load_balancing_weight: 1
         lb_endpoints: [{ endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: ${o.aPort ?? 8080} } } } }]
-` : "  []"}
+`
+    : "  []"
+}
 secrets:
   - name: default
     tls_certificate:

@@ -45,7 +45,10 @@ afterAll(async () => {
 });
 
 test("grpc-js-xds resolves xds:/// through the local server and calls the endpoint from the file", async () => {
-  const bootstrap = { xds_servers: [{ server_uri: server.address(), channel_creds: [{ type: "insecure" }], server_features: ["xds_v3"] }], node: { id: "sidecar~127.0.0.1~demo.default~default.svc.cluster.local", metadata: { GENERATOR: "grpc" }, locality: {} } };
+  const bootstrap = {
+    xds_servers: [{ server_uri: server.address(), channel_creds: [{ type: "insecure" }], server_features: ["xds_v3"] }],
+    node: { id: "sidecar~127.0.0.1~demo.default~default.svc.cluster.local", metadata: { GENERATOR: "grpc" }, locality: {} },
+  };
   const client = greeterClient("xds:///greeter.demo:50051", { "grpc.TEST_ONLY_DO_NOT_USE_IN_PROD.xds_bootstrap_config": JSON.stringify(bootstrap) });
   try {
     expect(await client.sayHello("world")).toBe("hello world from A");

@@ -10,7 +10,12 @@ test("the Root rebuilt from the inlined JSON equals a fresh parse", () => {
 });
 
 test("both encode a Cluster to the same bytes", () => {
-  const msg = { name: "c", type: 3, connect_timeout: { seconds: 1 }, eds_cluster_config: { service_name: "c", eds_config: { ads: {}, resource_api_version: 2 } } };
+  const msg = {
+    name: "c",
+    type: 3,
+    connect_timeout: { seconds: 1 },
+    eds_cluster_config: { service_name: "c", eds_config: { ads: {}, resource_api_version: 2 } },
+  };
   const a = localSchema().lookupType("envoy.config.cluster.v3.Cluster");
   const b = parseLocalSchemaTexts().lookupType("envoy.config.cluster.v3.Cluster");
   const bytes = a.encode(a.fromObject(msg)).finish();

@@ -68,7 +68,13 @@ function delta(b: Buffer) {
     version: x.version,
     body: decodeAs(envoy, x.resource.type_url.split("/")[1]!, x.resource.value),
   }));
-  return { nonce: r.nonce as string, typeUrl: r.type_url as string, system: r.system_version_info as string, resources, removed: (r.removed_resources ?? []) as string[] };
+  return {
+    nonce: r.nonce as string,
+    typeUrl: r.type_url as string,
+    system: r.system_version_info as string,
+    resources,
+    removed: (r.removed_resources ?? []) as string[],
+  };
 }
 
 describe("SotW", () => {
@@ -108,7 +114,9 @@ describe("SotW", () => {
       // Named types: only what was asked for; unknown names are simply absent.
       ads.send(req({ type_url: RDS, resource_names: ["svc-route"] }));
       const rds = sotw(await ads.next());
-      expect(rds.resources).toEqual([{ name: "svc-route", virtual_hosts: [{ name: "all", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster: "a" } }] }] }]);
+      expect(rds.resources).toEqual([
+        { name: "svc-route", virtual_hosts: [{ name: "all", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster: "a" } }] }] },
+      ]);
       ads.send(req({ type_url: RDS, version_info: rds.version, response_nonce: rds.nonce, resource_names: ["svc-route"] }));
 
       ads.send(req({ type_url: EDS, resource_names: ["a", "missing"] }));
@@ -122,7 +130,15 @@ describe("SotW", () => {
       ads.send(req({ type_url: SDS, version_info: sds.version, response_nonce: sds.nonce, resource_names: ["default"] }));
 
       // NACK of EDS: logged and counted, nothing resent.
-      ads.send(req({ type_url: EDS, version_info: "", response_nonce: eds.nonce, resource_names: ["a", "missing"], error_detail: { code: 13, message: "bad endpoint" } }));
+      ads.send(
+        req({
+          type_url: EDS,
+          version_info: "",
+          response_nonce: eds.nonce,
+          resource_names: ["a", "missing"],
+          error_detail: { code: 13, message: "bad endpoint" },
+        }),
+      );
       expect(await ads.quiet()).toBe(true);
       expect(logs.lines.some((l) => l.includes("rejected EDS version") && l.includes("bad endpoint"))).toBe(true);
       expect(await registry.getSingleMetricAsString("istio_agent_local_xds_nacks")).toContain('type="EDS"} 1');
@@ -157,8 +173,11 @@ describe("SotW", () => {
       // A bad file: rejected with path and resource, nothing pushed, old set still served.
       const bad = await edit(fixtureYaml({ bTimeout: "3s", typo: true }));
       expect(bad.ok).toBe(false);
-      if (!bad.ok) expect(bad.error.message).toBe(`${file}: clusters[1] "b": unknown field "lbPolicyy" in envoy.config.cluster.v3.Cluster (did you mean "lb_policy"?)`);
-      expect(logs.lines.some((l) => l.includes(`local xDS: rejected ${file}: clusters[1] "b": unknown field "lbPolicyy"`) && l.includes("still serving version"))).toBe(true);
+      if (!bad.ok)
+        expect(bad.error.message).toBe(`${file}: clusters[1] "b": unknown field "lbPolicyy" in envoy.config.cluster.v3.Cluster (did you mean "lb_policy"?)`);
+      expect(
+        logs.lines.some((l) => l.includes(`local xDS: rejected ${file}: clusters[1] "b": unknown field "lbPolicyy"`) && l.includes("still serving version")),
+      ).toBe(true);
       expect(await ads.quiet()).toBe(true);
       const fresh = new RawAds(server.address(), "StreamAggregatedResources");
       try {

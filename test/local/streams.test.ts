@@ -29,14 +29,23 @@ describe("SotW", () => {
     expect(lds.responses).toMatchObject([{ typeUrl: LISTENER_TYPE, nonce: "n1", resources: [] }]);
     const r1 = s.onRequest(sreq(CLUSTER_TYPE), S1).responses[0]!;
     expect(r1.resources.map((r) => r.name)).toEqual(["a", "b"]);
-    expect(s.onRequest(sreq(CLUSTER_TYPE, { versionInfo: r1.versionInfo, responseNonce: r1.nonce }), S1)).toEqual({ responses: [], events: [{ kind: "ack", typeUrl: CLUSTER_TYPE, version: r1.versionInfo, nonce: "n2" }] });
+    expect(s.onRequest(sreq(CLUSTER_TYPE, { versionInfo: r1.versionInfo, responseNonce: r1.nonce }), S1)).toEqual({
+      responses: [],
+      events: [{ kind: "ack", typeUrl: CLUSTER_TYPE, version: r1.versionInfo, nonce: "n2" }],
+    });
     expect(s.acked(CLUSTER_TYPE)).toBe(r1.versionInfo);
-    expect(s.onRequest(sreq(CLUSTER_TYPE, { responseNonce: "old" }), S1)).toEqual({ responses: [], events: [{ kind: "stale", typeUrl: CLUSTER_TYPE, nonce: "old" }] });
+    expect(s.onRequest(sreq(CLUSTER_TYPE, { responseNonce: "old" }), S1)).toEqual({
+      responses: [],
+      events: [{ kind: "stale", typeUrl: CLUSTER_TYPE, nonce: "old" }],
+    });
     // Named subscription replaces the legacy wildcard.
     const named = s.onRequest(sreq(CLUSTER_TYPE, { responseNonce: "n2", resourceNames: ["b"] }), S1).responses[0]!;
     expect(named.resources.map((r) => r.name)).toEqual(["b"]);
     // Now an empty list unsubscribes (no longer wildcard).
-    expect(s.onRequest(sreq(CLUSTER_TYPE, { responseNonce: named.nonce }), S1)).toMatchObject({ responses: [], events: [{ kind: "ack" }, { kind: "unsubscribed" }] });
+    expect(s.onRequest(sreq(CLUSTER_TYPE, { responseNonce: named.nonce }), S1)).toMatchObject({
+      responses: [],
+      events: [{ kind: "ack" }, { kind: "unsubscribed" }],
+    });
     expect(s.onSnapshot(S2)).toEqual([]);
   });
 
@@ -66,14 +75,24 @@ describe("SotW", () => {
   });
 });
 
-const dreq = (typeUrl: string, o: Partial<DeltaRequest> = {}): DeltaRequest => ({ typeUrl, subscribe: [], unsubscribe: [], initialVersions: {}, responseNonce: "", ...o });
+const dreq = (typeUrl: string, o: Partial<DeltaRequest> = {}): DeltaRequest => ({
+  typeUrl,
+  subscribe: [],
+  unsubscribe: [],
+  initialVersions: {},
+  responseNonce: "",
+  ...o,
+});
 
 describe("Delta", () => {
   test("wildcard first request gets everything, then only differences", () => {
     const d = new DeltaStream(counter());
     const first = d.onRequest(dreq(CLUSTER_TYPE), S1).responses;
     expect(first.map((r) => [r.resources.map((x) => x.name), r.removed, r.systemVersionInfo])).toEqual([[["a", "b"], [], S1.version]]);
-    expect(d.onRequest(dreq(CLUSTER_TYPE, { responseNonce: "n1" }), S1)).toEqual({ responses: [], events: [{ kind: "ack", typeUrl: CLUSTER_TYPE, nonce: "n1" }] });
+    expect(d.onRequest(dreq(CLUSTER_TYPE, { responseNonce: "n1" }), S1)).toEqual({
+      responses: [],
+      events: [{ kind: "ack", typeUrl: CLUSTER_TYPE, nonce: "n1" }],
+    });
     expect(d.onSnapshot(S2).map((r) => r.resources.map((x) => x.name))).toEqual([["b"]]);
     expect(d.onSnapshot(S2)).toEqual([]);
     const gone = snap({ [CLUSTER_TYPE]: { b: "b2" } });

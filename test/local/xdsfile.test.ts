@@ -29,7 +29,10 @@ test("examples/xds.yaml parses into one listener, route, cluster and endpoints",
 });
 
 test("JSON is accepted, and `@type` on a resource may repeat its list's type", () => {
-  const json = JSON.stringify({ clusters: [{ "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", name: "c", type: "STATIC" }], endpoints: [{ clusterName: "c" }] });
+  const json = JSON.stringify({
+    clusters: [{ "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", name: "c", type: "STATIC" }],
+    endpoints: [{ clusterName: "c" }],
+  });
   expect(names(json)).toMatchObject({ Cluster: ["c"], ClusterLoadAssignment: ["c"] });
 });
 
@@ -59,14 +62,26 @@ function resourceVersion(s: ReturnType<typeof parseXdsFile>, t: string, n: strin
 
 describe("bad files: one line with the path and the offending resource", () => {
   const cases: [string, string, string][] = [
-    ["typo in a field", "clusters:\n  - name: a\n  - name: b\n  - name: foo\n    lbPolicyy: ROUND_ROBIN\n", `examples/xds.yaml: clusters[2] "foo": unknown field "lbPolicyy" in envoy.config.cluster.v3.Cluster (did you mean "lb_policy"?)`],
+    [
+      "typo in a field",
+      "clusters:\n  - name: a\n  - name: b\n  - name: foo\n    lbPolicyy: ROUND_ROBIN\n",
+      `examples/xds.yaml: clusters[2] "foo": unknown field "lbPolicyy" in envoy.config.cluster.v3.Cluster (did you mean "lb_policy"?)`,
+    ],
     ["not YAML", "clusters: [\n  - name: a\n", "examples/xds.yaml: line "],
-    ["unknown top-level key", "cluster:\n  - name: a\n", `examples/xds.yaml: unknown top-level key "cluster" (want listeners, routes, clusters, endpoints, secrets)`],
+    [
+      "unknown top-level key",
+      "cluster:\n  - name: a\n",
+      `examples/xds.yaml: unknown top-level key "cluster" (want listeners, routes, clusters, endpoints, secrets)`,
+    ],
     ["a list that is not a list", "routes: {name: r}\n", "examples/xds.yaml: routes: want a list of envoy.config.route.v3.RouteConfiguration, got object"],
     ["missing name", "listeners:\n  - address: {}\n", `examples/xds.yaml: listeners[0]: missing "name"`],
     ["endpoints are named by cluster_name", "endpoints:\n  - name: x\n", `examples/xds.yaml: endpoints[0]: missing "cluster_name"`],
     ["duplicate name", "clusters:\n  - name: a\n  - name: b\n  - name: a\n", `examples/xds.yaml: clusters[2] "a": duplicate name (also clusters[0])`],
-    ["wrong @type for the list", `secrets:\n  - "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster\n    name: s\n`, `examples/xds.yaml: secrets[0] "s": "@type" is "type.googleapis.com/envoy.config.cluster.v3.Cluster" but secrets hold type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret`],
+    [
+      "wrong @type for the list",
+      `secrets:\n  - "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster\n    name: s\n`,
+      `examples/xds.yaml: secrets[0] "s": "@type" is "type.googleapis.com/envoy.config.cluster.v3.Cluster" but secrets hold type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret`,
+    ],
     ["a scalar document", "42\n", "examples/xds.yaml: want a mapping with listeners, routes, clusters, endpoints, secrets lists at the top level"],
     ["duplicate keys", "clusters: []\nclusters: []\n", "examples/xds.yaml: line 2"],
   ];

@@ -35,7 +35,14 @@ function deps(over: Partial<PlatformDeps> & { files?: Record<string, string> } =
   };
 }
 
-const GCE = { projectId: "test-proj", numericProjectId: "1234567", zone: "us-central1-f", instanceName: "vm-1", instanceId: "887766", attributes: { "instance-template": "tmpl-a", "created-by": "projects/1234567/zones/us-central1-f/instanceGroupManagers/ig" } };
+const GCE = {
+  projectId: "test-proj",
+  numericProjectId: "1234567",
+  zone: "us-central1-f",
+  instanceName: "vm-1",
+  instanceId: "887766",
+  attributes: { "instance-template": "tmpl-a", "created-by": "projects/1234567/zones/us-central1-f/instanceGroupManagers/ig" },
+};
 
 describe("GCP", () => {
   test("GCE_METADATA_HOST: detected, metadata from the server with Metadata-Flavor, locality from the zone", async () => {
@@ -103,7 +110,10 @@ describe("GCP", () => {
   test("OnGCE without GCE_METADATA_HOST: the metadata IP answering with Metadata-Flavor: Google", async () => {
     const gce = keep(fakeGce(GCE));
     // Without a GCE BIOS the first probe to answer decides: DNS is kept from answering here.
-    const found = await discoverPlatform(settings(), deps({ lookupHost: () => new Promise<never>(() => {}), endpoints: { gceHost: gce.host, awsIPv4: DEAD, azure: DEAD } }));
+    const found = await discoverPlatform(
+      settings(),
+      deps({ lookupHost: () => new Promise<never>(() => {}), endpoints: { gceHost: gce.host, awsIPv4: DEAD, azure: DEAD } }),
+    );
     expect(found.cloud).toBe("gcp");
     expect(found.info.metadata!.gcp_project).toBe("test-proj");
     // OnGCE is decided once (Go's sync.Once): detection's answer is reused for the metadata.
@@ -112,7 +122,12 @@ describe("GCP", () => {
 });
 
 describe("AWS", () => {
-  const AWS = { region: "eu-west-1", zone: "eu-west-1b", instanceId: "i-0abc", iamInfo: '{"Code":"Success","InstanceProfileArn":"arn:aws:iam::123:instance-profile/x"}' };
+  const AWS = {
+    region: "eu-west-1",
+    zone: "eu-west-1b",
+    instanceId: "i-0abc",
+    iamInfo: '{"Code":"Success","InstanceProfileArn":"arn:aws:iam::123:instance-profile/x"}',
+  };
 
   test("IMDSv2: a session token from PUT /latest/api/token (TTL 60) on every request", async () => {
     const aws = keep(fakeAws({ ...AWS, mode: "v2" }));
@@ -148,11 +163,24 @@ describe("AWS", () => {
 });
 
 describe("Azure", () => {
-  const compute = { name: "vm-az", location: "westeurope", zone: "2", vmId: "0a1b-2c", tagsList: [{ name: "env", value: "prod" }, { name: "team", value: "mesh" }], tags: "ignored:yes" };
+  const compute = {
+    name: "vm-az",
+    location: "westeurope",
+    zone: "2",
+    vmId: "0a1b-2c",
+    tagsList: [
+      { name: "env", value: "prod" },
+      { name: "team", value: "mesh" },
+    ],
+    tags: "ignored:yes",
+  };
 
   test("sys_vendor names Microsoft; newest API version; Metadata: True; tags", async () => {
     const az = keep(fakeAzure({ newestVersions: ["2018-10-01", "2021-02-01", "2020-09-01"], compute }));
-    const found = await discoverPlatform(settings(), deps({ files: { "/sys/class/dmi/id/sys_vendor": "Microsoft Corporation\n" }, endpoints: { gceHost: "127.0.0.1:9", awsIPv4: DEAD, azure: az.url } }));
+    const found = await discoverPlatform(
+      settings(),
+      deps({ files: { "/sys/class/dmi/id/sys_vendor": "Microsoft Corporation\n" }, endpoints: { gceHost: "127.0.0.1:9", awsIPv4: DEAD, azure: az.url } }),
+    );
     expect(found.cloud).toBe("azure");
     expect(found.info.metadata).toEqual({ azure_name: "vm-az", azure_location: "westeurope", azure_vmId: "0a1b-2c", azure_env: "prod", azure_team: "mesh" });
     expect(found.info.locality).toEqual({ region: "westeurope", zone: "2", subZone: "" });
@@ -173,7 +201,11 @@ describe("discovery", () => {
     const gce = keep(fakeGce(GCE));
     const asked: string[] = [];
     const d = deps({ files: { "/sys/class/dmi/id/sys_vendor": "Microsoft Corporation" }, endpoints: { gceHost: gce.host, awsIPv4: gce.url, azure: gce.url } });
-    const found = await discoverPlatform(settings({ cloudPlatform: "None" }), { ...d, http: (r) => (asked.push(r.url), d.http(r)), lookupHost: async (n) => (asked.push(n), []) });
+    const found = await discoverPlatform(settings({ cloudPlatform: "None" }), {
+      ...d,
+      http: (r) => (asked.push(r.url), d.http(r)),
+      lookupHost: async (n) => (asked.push(n), []),
+    });
     expect(found).toEqual({ cloud: "none", info: { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true } });
     expect(asked).toEqual([]);
     expect(gce.seen).toEqual([]);
@@ -204,7 +236,11 @@ describe("discovery", () => {
 
   test("the first cloud to say yes wins without waiting for a probe that hangs", async () => {
     const aws = keep(fakeAws({ region: "r", zone: "r-a", instanceId: "i", iamInfo: "arn:aws:iam::1:x", mode: "both" }));
-    const d = deps({ files: { "/sys/class/dmi/id/product_name": "Google" }, lookupHost: () => new Promise<never>(() => {}), endpoints: { gceHost: "127.0.0.1:9", awsIPv4: aws.url, azure: DEAD } });
+    const d = deps({
+      files: { "/sys/class/dmi/id/product_name": "Google" },
+      lookupHost: () => new Promise<never>(() => {}),
+      endpoints: { gceHost: "127.0.0.1:9", awsIPv4: aws.url, azure: DEAD },
+    });
     const t0 = performance.now();
     const found = await discoverWithTimeout(settings(), d, 5_000);
     expect(found.cloud).toBe("aws");

@@ -59,10 +59,14 @@ export function fakeGce(v: GceValues, opts?: FakeCloudOptions): FakeCloud {
     const instance = `/compute/v1/projects/${v.projectId}/zones/${v.zone}/instances/${v.instanceName}`;
     if (url.pathname.startsWith("/compute/v1/")) {
       const json = { "Content-Type": "application/json; charset=UTF-8" };
-      if (!v.accessToken || req.headers.get("authorization") !== `Bearer ${v.accessToken}`) return new Response('{"error":{"code":401,"status":"UNAUTHENTICATED"}}', { status: 401, headers: json });
+      if (!v.accessToken || req.headers.get("authorization") !== `Bearer ${v.accessToken}`)
+        return new Response('{"error":{"code":401,"status":"UNAUTHENTICATED"}}', { status: 401, headers: json });
       if (url.pathname !== instance) return new Response('{"error":{"code":404,"status":"NOT_FOUND"}}', { status: 404, headers: json });
       if (v.instanceLabels === "slow") return Bun.sleep(10_000).then(() => new Response("{}", { headers: json }));
-      return new Response(JSON.stringify({ kind: "compute#instance", id: v.instanceId, name: v.instanceName, ...(v.instanceLabels ? { labels: v.instanceLabels } : {}) }), { headers: json });
+      return new Response(
+        JSON.stringify({ kind: "compute#instance", id: v.instanceId, name: v.instanceName, ...(v.instanceLabels ? { labels: v.instanceLabels } : {}) }),
+        { headers: json },
+      );
     }
     if (req.headers.get("metadata-flavor") !== "Google") return new Response("Missing Metadata-Flavor:Google header.", { status: 403, headers: google });
     const p = url.pathname.replace(/^\/computeMetadata\/v1\//, "");
@@ -75,7 +79,9 @@ export function fakeGce(v: GceValues, opts?: FakeCloudOptions): FakeCloud {
     };
     for (const [k, x] of Object.entries(v.attributes)) values[`instance/attributes/${k}`] = x;
     if (p === "instance/service-accounts/default/token" && v.accessToken) {
-      return new Response(JSON.stringify({ access_token: v.accessToken, expires_in: 3599, token_type: "Bearer" }), { headers: { ...google, "Content-Type": "application/json" } });
+      return new Response(JSON.stringify({ access_token: v.accessToken, expires_in: 3599, token_type: "Bearer" }), {
+        headers: { ...google, "Content-Type": "application/json" },
+      });
     }
     if (p === "instance/service-accounts/default/identity" && v.identity) {
       const aud = url.searchParams.get("audience");
@@ -130,9 +136,13 @@ export interface AzureValues {
 export function fakeAzure(v: AzureValues, opts?: FakeCloudOptions): FakeCloud {
   return serve((req, url) => {
     if (url.pathname !== "/metadata/instance") return new Response(JSON.stringify({ error: "Not found" }), { status: 404 });
-    if (req.headers.get("metadata")?.toLowerCase() !== "true") return new Response(JSON.stringify({ error: "Bad request. Required metadata header not specified" }), { status: 400 });
+    if (req.headers.get("metadata")?.toLowerCase() !== "true")
+      return new Response(JSON.stringify({ error: "Bad request. Required metadata header not specified" }), { status: 400 });
     const version = url.searchParams.get("api-version");
-    if (!version) return new Response(JSON.stringify({ error: "Bad request. api-version was not specified in the request", "newest-versions": v.newestVersions }), { status: 400 });
+    if (!version)
+      return new Response(JSON.stringify({ error: "Bad request. api-version was not specified in the request", "newest-versions": v.newestVersions }), {
+        status: 400,
+      });
     return Response.json({ compute: { ...v.compute }, network: { interface: [] } });
   }, opts);
 }

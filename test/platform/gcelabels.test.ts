@@ -16,7 +16,16 @@ afterEach(() => {
   for (const s of servers.splice(0)) s.stop();
 });
 
-const VM: GceValues = { projectId: "vm-proj", numericProjectId: "42", zone: "us-central1-f", instanceName: "vm-1", instanceId: "7", attributes: {}, accessToken: "ya29.metadata-SA-TOKEN", instanceLabels: { env: "prod", team: "mesh" } };
+const VM: GceValues = {
+  projectId: "vm-proj",
+  numericProjectId: "42",
+  zone: "us-central1-f",
+  instanceName: "vm-1",
+  instanceId: "7",
+  attributes: {},
+  accessToken: "ya29.metadata-SA-TOKEN",
+  instanceLabels: { env: "prod", team: "mesh" },
+};
 
 function start(v: Partial<GceValues> = {}) {
   const gce = fakeGce({ ...VM, ...v });
@@ -30,7 +39,15 @@ function start(v: Partial<GceValues> = {}) {
     log: mem.log,
     endpoints: { gceHost: "127.0.0.1:9", awsIPv4: "http://127.0.0.1:9", awsIPv6: "http://127.0.0.1:9", azure: "http://127.0.0.1:9", computeApi: gce.url },
   };
-  const settings: PlatformSettings = { cloudPlatform: "gcp", gcpMetadata: "", gcpQuotaProject: "", gcpZone: "", gceMetadataHost: gce.host, kubernetesServiceHostSet: false, ipv6: false };
+  const settings: PlatformSettings = {
+    cloudPlatform: "gcp",
+    gcpMetadata: "",
+    gcpQuotaProject: "",
+    gcpZone: "",
+    gceMetadataHost: gce.host,
+    kubernetesServiceHostSet: false,
+    ipv6: false,
+  };
   return { gce, deps, settings, mem };
 }
 
@@ -41,7 +58,9 @@ describe("GCE instance labels", () => {
     expect(found.info.isKubernetes).toBe(false);
     expect(found.info.labels).toEqual({ env: "prod", team: "mesh" });
     const tokenAsk = gce.seen.find((s) => s.path.startsWith("/computeMetadata/v1/instance/service-accounts/default/token"));
-    expect(tokenAsk?.path).toBe("/computeMetadata/v1/instance/service-accounts/default/token?scopes=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Fcompute.readonly");
+    expect(tokenAsk?.path).toBe(
+      "/computeMetadata/v1/instance/service-accounts/default/token?scopes=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Fcompute.readonly",
+    );
     expect(tokenAsk?.headers["metadata-flavor"]).toBe("Google");
     const computeAsk = gce.seen.find((s) => s.path.startsWith("/compute/v1/"));
     expect(computeAsk?.path).toBe("/compute/v1/projects/vm-proj/zones/us-central1-f/instances/vm-1");
@@ -85,7 +104,12 @@ describe("GCE instance labels", () => {
     const { gce, deps } = start({ instanceLabels: "slow" });
     const mem = memoryLogger();
     const t0 = performance.now();
-    const labels = await gceInstanceLabels({ project: "vm-proj", location: "us-central1-f", instance: "vm-1" }, new GceMetadataClient(deps, gce.host), { ...deps, log: mem.log }, 300);
+    const labels = await gceInstanceLabels(
+      { project: "vm-proj", location: "us-central1-f", instance: "vm-1" },
+      new GceMetadataClient(deps, gce.host),
+      { ...deps, log: mem.log },
+      300,
+    );
     expect(labels).toEqual({});
     expect(performance.now() - t0).toBeLessThan(3_000);
     expect(mem.lines.join("\n")).toContain("context deadline exceeded for instance get request");

@@ -22,7 +22,10 @@ switch (mode) {
     break;
   case "aws":
   case "aws6":
-    cloud = fakeAws({ region: "ap-south-1", zone: "ap-south-1a", instanceId: "i-ns", iamInfo: '{"InstanceProfileArn":"arn:aws:iam::1:instance-profile/p"}', mode: "v2" }, mode === "aws6" ? { hostname: "fd00:ec2::254", port: 80 } : at);
+    cloud = fakeAws(
+      { region: "ap-south-1", zone: "ap-south-1a", instanceId: "i-ns", iamInfo: '{"InstanceProfileArn":"arn:aws:iam::1:instance-profile/p"}', mode: "v2" },
+      mode === "aws6" ? { hostname: "fd00:ec2::254", port: 80 } : at,
+    );
     break;
   case "azure":
     cloud = fakeAzure({ newestVersions: ["2021-12-13"], compute: { name: "az-vm", location: "eastus", zone: "1", vmId: "id-1" } }, at);

@@ -9,7 +9,11 @@ import { BUN, must, sh } from "../iptables/netns.ts";
 const NS = `cloud${process.pid}`;
 const PROBE = join(import.meta.dir, "netns-probe.ts");
 
-function probe(mode: string): { found: { cloud: string; info: { metadata: Record<string, string>; locality: Record<string, string> } }; tookMs: number; seen: { method: string; path: string; headers: Record<string, string> }[] } {
+function probe(mode: string): {
+  found: { cloud: string; info: { metadata: Record<string, string>; locality: Record<string, string> } };
+  tookMs: number;
+  seen: { method: string; path: string; headers: Record<string, string> }[];
+} {
   const r = sh(["ip", "netns", "exec", NS, BUN, PROBE, mode]);
   if (r.code !== 0) throw new Error(`probe ${mode} failed (${r.code}): ${r.err || r.out}`);
   return JSON.parse(r.out.trim().split("\n").pop()!);
@@ -30,7 +34,13 @@ describeRequiring({ root: true, tools: ["ip"], apt: ["iproute2"] }, "platform di
   test("GCP: OnGCE by the metadata IP's Metadata-Flavor answer, values from /computeMetadata/v1", () => {
     const r = probe("gcp");
     expect(r.found.cloud).toBe("gcp");
-    expect(r.found.info.metadata).toEqual({ gcp_project: "ns-proj", gcp_project_number: "777", gcp_location: "us-west1-a", gcp_gce_instance: "ns-vm", gcp_gce_instance_id: "99" });
+    expect(r.found.info.metadata).toEqual({
+      gcp_project: "ns-proj",
+      gcp_project_number: "777",
+      gcp_location: "us-west1-a",
+      gcp_gce_instance: "ns-vm",
+      gcp_gce_instance_id: "99",
+    });
     expect(r.found.info.locality).toEqual({ region: "us-west1", zone: "us-west1-a", subZone: "" });
   }, 20_000);
 

@@ -21,7 +21,13 @@ const RUN_MS = 30_000;
 const LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 function run(root: TargetRoot, args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const r = Bun.spawnSync(root.argv(args), { cwd: root.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLOUD_PLATFORM: "none" }, stdout: "pipe", stderr: "pipe", timeout: RUN_MS });
+  const r = Bun.spawnSync(root.argv(args), {
+    cwd: root.cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLOUD_PLATFORM: "none" },
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: RUN_MS,
+  });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 
@@ -51,64 +57,86 @@ function suite(target: Target): void {
       for (const r of roots.splice(0)) r.cleanup();
     });
 
-    test("agent version -o json names the package version and the Bun runtime", () => {
-      const r = run(newRoot(), ["version", "-o", "json"]);
-      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
-      const v = JSON.parse(r.stdout).clientVersion;
-      expect(v.version).toBe(PKG_VERSION);
-      expect(v.runtime_version).toBe(`bun${Bun.version}`);
-      expect(v.revision).toMatch(/^([0-9a-f]{12}|unknown)$/);
-    }, RUN_MS);
+    test(
+      "agent version -o json names the package version and the Bun runtime",
+      () => {
+        const r = run(newRoot(), ["version", "-o", "json"]);
+        expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+        const v = JSON.parse(r.stdout).clientVersion;
+        expect(v.version).toBe(PKG_VERSION);
+        expect(v.runtime_version).toBe(`bun${Bun.version}`);
+        expect(v.revision).toMatch(/^([0-9a-f]{12}|unknown)$/);
+      },
+      RUN_MS,
+    );
 
-    test("agent iptables --dry-run renders Istio's ipnets golden", () => {
-      const r = run(newRoot(), ["iptables", "--dry-run", "--proxy-uid=1337", "--proxy-gid=1337", "--istio-service-cidr=10.0.0.0/8"]);
-      expect({ code: r.code }).toEqual({ code: 0 });
-      expect(r.stdout.trim()).toBe(readFileSync(join(GOLDENS, "ipnets.golden"), "utf8").trim());
-    }, RUN_MS);
+    test(
+      "agent iptables --dry-run renders Istio's ipnets golden",
+      () => {
+        const r = run(newRoot(), ["iptables", "--dry-run", "--proxy-uid=1337", "--proxy-gid=1337", "--istio-service-cidr=10.0.0.0/8"]);
+        expect({ code: r.code }).toEqual({ code: 0 });
+        expect(r.stdout.trim()).toBe(readFileSync(join(GOLDENS, "ipnets.golden"), "utf8").trim());
+      },
+      RUN_MS,
+    );
 
-    test("proxyless local mode serves xDS from its file, is ready (200), exits 0 on SIGTERM", async () => {
-      const root = newRoot();
-      const statusPort = await freePort();
-      const adminPort = await freePort();
-      writeFileSync(join(root.dir, "xds.yaml"), readFileSync(join(REPO, "examples/xds.yaml")));
-      const [cmd, ...args] = root.argv(["proxy", "sidecar"]);
-      const agent = start(cmd!, args, {
-        cwd: root.cwd,
-        env: {
-          POD_NAME: "greeter-client-0",
-          POD_NAMESPACE: "demo",
-          SERVICE_ACCOUNT: "greeter-client",
-          INSTANCE_IP: "127.0.0.1",
-          DISABLE_ENVOY: "true",
-          CA_PROVIDER: "local",
-          LOCAL_XDS_PATH: "xds.yaml",
-          PROXY_CONFIG: JSON.stringify({ statusPort, proxyAdminPort: adminPort, controlPlaneAuthPolicy: "NONE" }),
-        },
-      });
-      procs.push({ kill: (s) => agent.proc.kill(s as NodeJS.Signals), get exitCode() { return agent.proc.exitCode; } });
-      const deadline = Date.now() + RUN_MS;
-      const alive = () => agent.proc.exitCode === null && Date.now() < deadline;
-      const socket = join(root.dir, "etc/istio/proxy/XDS");
-      while (alive() && !existsSync(socket)) await Bun.sleep(50);
-      if (!existsSync(socket)) throw new Error(`${target.name}: no XDS socket at ${socket}; exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
-      const first = new Promise<ReceivedResponse>((resolve) => {
-        const ads = new AdsClient(socket, resolve);
-        procs.push({ kill: () => ads.close(), exitCode: null });
-        ads.request(LISTENER);
-      });
-      const got = await Promise.race([first, Bun.sleep(RUN_MS).then(() => undefined)]);
-      expect(got && { typeUrl: got.typeUrl, resources: got.resources, problem: got.problem }).toEqual({ typeUrl: LISTENER, resources: 1, problem: undefined });
-      let status: number | undefined;
-      while (alive()) {
-        status = await readyStatus(statusPort);
-        if (status === 200) break;
-        await Bun.sleep(100);
-      }
-      if (status !== 200) throw new Error(`${target.name}: /healthz/ready never answered 200 (last ${status}); exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
-      agent.proc.kill("SIGTERM");
-      const exited = await Promise.race([agent.proc.exited, Bun.sleep(RUN_MS).then(() => "timeout")]);
-      expect({ exited, output: exited === 0 ? "" : agent.output() }).toEqual({ exited: 0, output: "" });
-    }, 2 * RUN_MS + 5_000);
+    test(
+      "proxyless local mode serves xDS from its file, is ready (200), exits 0 on SIGTERM",
+      async () => {
+        const root = newRoot();
+        const statusPort = await freePort();
+        const adminPort = await freePort();
+        writeFileSync(join(root.dir, "xds.yaml"), readFileSync(join(REPO, "examples/xds.yaml")));
+        const [cmd, ...args] = root.argv(["proxy", "sidecar"]);
+        const agent = start(cmd!, args, {
+          cwd: root.cwd,
+          env: {
+            POD_NAME: "greeter-client-0",
+            POD_NAMESPACE: "demo",
+            SERVICE_ACCOUNT: "greeter-client",
+            INSTANCE_IP: "127.0.0.1",
+            DISABLE_ENVOY: "true",
+            CA_PROVIDER: "local",
+            LOCAL_XDS_PATH: "xds.yaml",
+            PROXY_CONFIG: JSON.stringify({ statusPort, proxyAdminPort: adminPort, controlPlaneAuthPolicy: "NONE" }),
+          },
+        });
+        procs.push({
+          kill: (s) => agent.proc.kill(s as NodeJS.Signals),
+          get exitCode() {
+            return agent.proc.exitCode;
+          },
+        });
+        const deadline = Date.now() + RUN_MS;
+        const alive = () => agent.proc.exitCode === null && Date.now() < deadline;
+        const socket = join(root.dir, "etc/istio/proxy/XDS");
+        while (alive() && !existsSync(socket)) await Bun.sleep(50);
+        if (!existsSync(socket)) throw new Error(`${target.name}: no XDS socket at ${socket}; exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
+        const first = new Promise<ReceivedResponse>((resolve) => {
+          const ads = new AdsClient(socket, resolve);
+          procs.push({ kill: () => ads.close(), exitCode: null });
+          ads.request(LISTENER);
+        });
+        const got = await Promise.race([first, Bun.sleep(RUN_MS).then(() => undefined)]);
+        expect(got && { typeUrl: got.typeUrl, resources: got.resources, problem: got.problem }).toEqual({
+          typeUrl: LISTENER,
+          resources: 1,
+          problem: undefined,
+        });
+        let status: number | undefined;
+        while (alive()) {
+          status = await readyStatus(statusPort);
+          if (status === 200) break;
+          await Bun.sleep(100);
+        }
+        if (status !== 200)
+          throw new Error(`${target.name}: /healthz/ready never answered 200 (last ${status}); exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
+        agent.proc.kill("SIGTERM");
+        const exited = await Promise.race([agent.proc.exited, Bun.sleep(RUN_MS).then(() => "timeout")]);
+        expect({ exited, output: exited === 0 ? "" : agent.output() }).toEqual({ exited: 0, output: "" });
+      },
+      2 * RUN_MS + 5_000,
+    );
   });
 }
 

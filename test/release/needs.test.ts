@@ -17,7 +17,11 @@ const REPO = resolve(import.meta.dir, "../..");
 /** readelf's view: interpreter, NEEDED in order, highest GLIBC_ in the version needs. */
 function readelf(file: string): NeedsExpectation {
   const run = (...args: string[]) => {
-    const r = Bun.spawnSync(["readelf", "-W", ...args, file], { stdout: "pipe", stderr: "pipe", env: { LC_ALL: "C", PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+    const r = Bun.spawnSync(["readelf", "-W", ...args, file], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { LC_ALL: "C", PATH: process.env.PATH ?? "/usr/bin:/bin" },
+    });
     if (r.exitCode !== 0) throw new Error(`readelf ${args.join(" ")} ${file}: ${r.stderr.toString()}`);
     return r.stdout.toString();
   };
@@ -54,13 +58,20 @@ describeRequiring({ tools: ["readelf"], apt: ["binutils"] }, "published binaries
       tampered["bun-linux-arm64"]!.maxGlibc = "2.16";
       tampered["bun-linux-arm64"]!.needed = tampered["bun-linux-arm64"]!.needed.filter((n) => n !== "libdl.so.2");
       writeFileSync(join(dir, "needs.json"), JSON.stringify(tampered));
-      const run = (needs: string) => Bun.spawnSync([process.execPath, "build.ts", "--only", "agent-linux-arm64", "--if-changed", "--needs", needs], { cwd: REPO, stdout: "pipe", stderr: "pipe" });
+      const run = (needs: string) =>
+        Bun.spawnSync([process.execPath, "build.ts", "--only", "agent-linux-arm64", "--if-changed", "--needs", needs], {
+          cwd: REPO,
+          stdout: "pipe",
+          stderr: "pipe",
+        });
       const bad = run(join(dir, "needs.json"));
       expect(bad.exitCode).toBe(1);
       expect(bad.stdout.toString()).toContain("dist/agent-linux-arm64 is up to date"); // checked without a rebuild
       const err = bad.stderr.toString();
-      expect(err).toContain("highest GLIBC_ version \"2.17\", expected \"2.16\"");
-      expect(err).toContain("NEEDED [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libdl.so.2, libm.so.6], expected [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libm.so.6]");
+      expect(err).toContain('highest GLIBC_ version "2.17", expected "2.16"');
+      expect(err).toContain(
+        "NEEDED [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libdl.so.2, libm.so.6], expected [libc.so.6, ld-linux-aarch64.so.1, libpthread.so.0, libm.so.6]",
+      );
       // The binary was up to date, so only the check ran; the real expectation passes.
       const good = run(join(REPO, "build-needs.json"));
       expect({ code: good.exitCode, err: good.stderr.toString() }).toEqual({ code: 0, err: "" });
@@ -140,7 +151,11 @@ describe("build.ts --if-changed: inputs digest and staleness", () => {
     put("package.json", '{"version":"2"}');
     record();
     const now = inputsHash(root, "bun-linux-arm64", true, "1.4.5");
-    for (const h of [inputsHash(root, "bun-linux-x64-musl", true, "1.4.5"), inputsHash(root, "bun-linux-arm64", false, "1.4.5"), inputsHash(root, "bun-linux-arm64", true, "1.4.6")]) {
+    for (const h of [
+      inputsHash(root, "bun-linux-x64-musl", true, "1.4.5"),
+      inputsHash(root, "bun-linux-arm64", false, "1.4.5"),
+      inputsHash(root, "bun-linux-arm64", true, "1.4.6"),
+    ]) {
       expect(h).not.toBe(now);
     }
   });
@@ -152,7 +167,13 @@ describe("build.ts --if-changed: inputs digest and staleness", () => {
     expect(upToDate(bin, stamp, base)).toBe(false); // no binary
     put("dist/agent-x", "elf");
     expect(upToDate(bin, stamp, base)).toBe(true);
-    expect(upToDate(bin, stamp, base.replace(/.$/, (c) => (c === "0" ? "1" : "0")))).toBe(false);
+    expect(
+      upToDate(
+        bin,
+        stamp,
+        base.replace(/.$/, (c) => (c === "0" ? "1" : "0")),
+      ),
+    ).toBe(false);
     put("dist/.agent-x.inputs", "");
     expect(upToDate(bin, stamp, base)).toBe(false);
   });

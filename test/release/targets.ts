@@ -68,7 +68,9 @@ export const MUSL: Target = {
     copyFileSync(MUSL_LIBC, join(dir, "lib/ld-musl-x86_64.so.1"));
     copyFileSync(GLIBC_LIBSTDCXX, join(dir, "lib/libstdc++.so.6"));
     copyFileSync(GLIBC_LIBGCC, join(dir, "lib/libgcc_s.so.1"));
-    const cc = Bun.spawnSync(["musl-gcc", "-shared", "-fPIC", "-O2", "-o", join(dir, "lib/ld-linux-x86-64.so.2"), join(import.meta.dir, "glibc-compat.c")], { stderr: "pipe" });
+    const cc = Bun.spawnSync(["musl-gcc", "-shared", "-fPIC", "-O2", "-o", join(dir, "lib/ld-linux-x86-64.so.2"), join(import.meta.dir, "glibc-compat.c")], {
+      stderr: "pipe",
+    });
     if (cc.exitCode !== 0) throw new Error(`musl-gcc glibc-compat.c failed: ${cc.stderr.toString()}`);
     copyFileSync(binary, join(dir, "agent"));
     chmodSync(join(dir, "agent"), 0o755);
@@ -79,7 +81,12 @@ export const MUSL: Target = {
 
 /** dist/NAME, built (or found up to date) by build.ts; throws with build.ts's output on failure. */
 export function buildTarget(name: Target["name"]): string {
-  const r = Bun.spawnSync([process.execPath, "build.ts", "--only", name, "--if-changed"], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, AGENT_BUILD_HOST_ONLY: "" } });
+  const r = Bun.spawnSync([process.execPath, "build.ts", "--only", name, "--if-changed"], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, AGENT_BUILD_HOST_ONLY: "" },
+  });
   if (r.exitCode !== 0) throw new Error(`build.ts --only ${name} failed (exit ${r.exitCode}):\n${r.stderr.toString()}${r.stdout.toString()}`);
   return join(ROOT, "dist", name);
 }

@@ -25,7 +25,13 @@ test("outside CI: unmet requirements are skips, listed at the end, and the count
   expect(r.out).toContain("  suite needing a missing tool: needs agent-test-no-such-tool on PATH (apt-get install no-such-package)");
   expect(r.out).toContain("  single test needing a condition: needs a condition this fixture never meets");
   const lines = r.out.trimEnd().split("\n");
-  expect(lines.slice(-5).map((l) => l.trim())).toEqual(["1 pass", "2 skip", "0 fail", "1 expect() calls", expect.stringMatching(/^Ran 3 tests across 1 file\./) as unknown as string]);
+  expect(lines.slice(-5).map((l) => l.trim())).toEqual([
+    "1 pass",
+    "2 skip",
+    "0 fail",
+    "1 expect() calls",
+    expect.stringMatching(/^Ran 3 tests across 1 file\./) as unknown as string,
+  ]);
   // The summary comes before the repeated counts.
   expect(r.out.lastIndexOf("suite(s) skipped")).toBeLessThan(r.out.lastIndexOf(" 1 pass"));
 });

@@ -26,14 +26,24 @@ afterEach(() => {
 function setup(): { clock: FakeClock; files: FileSecrets; missing: string } {
   dir = mkdtempSync(join(tmpdir(), "sds-abort-"));
   const clock = new FakeClock();
-  files = new FileSecrets({ log: silentLogger(), metrics: new SecretMetrics(newRegistry(), clock), clock, debounceMs: 100, retryTotalMs: 10_000, onUpdate: () => {} });
+  files = new FileSecrets({
+    log: silentLogger(),
+    metrics: new SecretMetrics(newRegistry(), clock),
+    clock,
+    debounceMs: 100,
+    retryTotalMs: 10_000,
+    onUpdate: () => {},
+  });
   return { clock, files, missing: join(dir, "ca.pem") };
 }
 
 type Outcome = { state: "pending" } | { state: "rejected"; err: Error } | { state: "resolved"; item: SecretItem };
 function track(p: Promise<SecretItem>): { now(): Outcome } {
   let o: Outcome = { state: "pending" };
-  p.then((item) => (o = { state: "resolved", item }), (err: Error) => (o = { state: "rejected", err }));
+  p.then(
+    (item) => (o = { state: "resolved", item }),
+    (err: Error) => (o = { state: "rejected", err }),
+  );
   return { now: () => o };
 }
 
@@ -93,7 +103,12 @@ describe("SDS file reads stop when the requester goes away", () => {
       nextVersion: () => "1",
     };
     const s = new SotwStream(ctx, { send: () => {}, fail: () => {} }, "t");
-    s.onRequest({ typeUrl: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", resourceNames: ["file-root:/x"], versionInfo: "", responseNonce: "" });
+    s.onRequest({
+      typeUrl: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+      resourceNames: ["file-root:/x"],
+      versionInfo: "",
+      responseNonce: "",
+    });
     await until(() => signals.length === 1, "the secret asked for with a signal");
     expect(signals[0]!.aborted).toBe(false);
     s.close();

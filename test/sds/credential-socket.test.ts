@@ -59,7 +59,13 @@ describe("credential SDS socket detection", () => {
         INSTANCE_IP: "10.9.8.7",
         CA_ROOT_CA: "SYSTEM",
         CA_ADDR: "127.0.0.1:1",
-        PROXY_CONFIG: JSON.stringify({ statusPort, proxyAdminPort: adminPort, binaryPath: envoy, discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" }),
+        PROXY_CONFIG: JSON.stringify({
+          statusPort,
+          proxyAdminPort: adminPort,
+          binaryPath: envoy,
+          discoveryAddress: "127.0.0.1:1",
+          controlPlaneAuthPolicy: "NONE",
+        }),
       },
     });
     try {

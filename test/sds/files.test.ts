@@ -30,7 +30,15 @@ afterEach(() => {
 function newCache(workloadFiles?: { certChainPath: string; keyPath: string; rootCertPath: string }) {
   const registry = newRegistry();
   cache = new SecretCache(
-    { keyOptions: { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }, spiffeId: "x", ttlSeconds: 60, rotation: { ratio: 0.5, jitter: 0 }, debounceMs: 30, fileRetryMs: 200, ...(workloadFiles ? { workloadFiles } : {}) },
+    {
+      keyOptions: { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false },
+      spiffeId: "x",
+      ttlSeconds: 60,
+      rotation: { ratio: 0.5, jitter: 0 },
+      debounceMs: 30,
+      fileRetryMs: 200,
+      ...(workloadFiles ? { workloadFiles } : {}),
+    },
     { log: log.log, metrics: new SecretMetrics(registry, systemClock), clock: systemClock },
   );
   const updates: string[] = [];

@@ -47,7 +47,15 @@ export async function rig(over: Partial<SecretCacheOptions> = {}, random = () =>
   const readiness = new Readiness(() => clock.now());
   const metrics = new SecretMetrics(registry, clock);
   const cache = new SecretCache(
-    { signer: client, keyOptions: { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false }, spiffeId: SPIFFE, ttlSeconds: 3600, rotation: { ratio: 0.5, jitter: 0.01 }, debounceMs: 20, ...over },
+    {
+      signer: client,
+      keyOptions: { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false },
+      spiffeId: SPIFFE,
+      ttlSeconds: 3600,
+      rotation: { ratio: 0.5, jitter: 0.01 },
+      debounceMs: 20,
+      ...over,
+    },
     {
       log: log.log,
       metrics,
@@ -63,7 +71,15 @@ export async function rig(over: Partial<SecretCacheOptions> = {}, random = () =>
   const updates: string[] = [];
   cache.onUpdate((n) => updates.push(n));
   return {
-    dir, clock, ca, client, cache, log, registry, readiness, updates,
+    dir,
+    clock,
+    ca,
+    client,
+    cache,
+    log,
+    registry,
+    readiness,
+    updates,
     async close() {
       cache.close();
       await ca.close();

@@ -38,7 +38,11 @@ afterEach(async () => {
 
 /** Pod `p` in namespace `default`, service account `app`, through the real loader. */
 function config(env: Record<string, string>): AgentConfig {
-  return testConfig({ env: { POD_NAME: "p", POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", INSTANCE_IP: "10.0.0.1", XDS_AUTHORIZED_UIDS: "*", ...env }, root, uid: process.getuid?.() ?? 0 });
+  return testConfig({
+    env: { POD_NAME: "p", POD_NAMESPACE: "default", SERVICE_ACCOUNT: "app", INSTANCE_IP: "10.0.0.1", XDS_AUTHORIZED_UIDS: "*", ...env },
+    root,
+    uid: process.getuid?.() ?? 0,
+  });
 }
 
 async function withCa(env: Record<string, string> = {}): Promise<AgentConfig> {
@@ -52,10 +56,16 @@ async function withCa(env: Record<string, string> = {}): Promise<AgentConfig> {
 function fetch(socket: string, names: string[]) {
   const c = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
   return new Promise<ReturnType<typeof codec.decodeResponse>>((resolve, reject) =>
-    c.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, (b: Buffer) => b, (b: Buffer) => b, codec.encodeRequest({ resourceNames: names }), (e, b) => {
-      c.close();
-      e ? reject(e) : resolve(codec.decodeResponse(b!));
-    }),
+    c.makeUnaryRequest(
+      `/${SDS_SERVICE}/FetchSecrets`,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      codec.encodeRequest({ resourceNames: names }),
+      (e, b) => {
+        c.close();
+        e ? reject(e) : resolve(codec.decodeResponse(b!));
+      },
+    ),
   );
 }
 

@@ -70,14 +70,17 @@ function setup(over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, 
       metrics: new SecretMetrics(registry, clock),
       clock,
       random: () => 0.5,
-      ...(withBlocker ? { renewalBlocker: { reblock: () => blocker.push("reblock"), fail: (m: string) => blocker.push(`fail: ${m}`), clear: () => blocker.push("clear") } } : {}),
+      ...(withBlocker
+        ? { renewalBlocker: { reblock: () => blocker.push("reblock"), fail: (m: string) => blocker.push(`fail: ${m}`), clear: () => blocker.push("clear") } }
+        : {}),
       generateKey: (o, s) => (keygens++, keygen ? keygen(o, s) : Promise.resolve(pair)),
     },
   );
   const updates: string[] = [];
   cache.onUpdate((n) => updates.push(n));
   const messages = () => mem.lines.map((l) => l.split("\t").slice(2).join("\t"));
-  const metric = async (name: string) => ((await registry.getSingleMetric(name)!.get()) as { values: { labels: Record<string, string>; value: number }[] }).values;
+  const metric = async (name: string) =>
+    ((await registry.getSingleMetric(name)!.get()) as { values: { labels: Record<string, string>; value: number }[] }).values;
   return { clock, signer, cache, blocker, updates, messages, keygens: () => keygens, metric };
 }
 
@@ -127,8 +130,13 @@ describe("SecretCache: one signing at a time", () => {
     const s = setup({ signer: undefined });
     await expect(s.cache.get("default")).rejects.toThrow(/^default: no CA configured and no certificate files$/);
     await expect(s.cache.get("ROOTCA")).rejects.toThrow(/^ROOTCA: no CA configured and no root certificate file$/);
-    const f = setup({ signer: undefined, workloadFiles: { certChainPath: "/nonexistent/cert-chain.pem", keyPath: "/nonexistent/key.pem", rootCertPath: "/nonexistent/root-cert.pem" } });
-    await expect(f.cache.get("default")).rejects.toThrow("default: no CA configured and no certificate files at /nonexistent/cert-chain.pem / /nonexistent/key.pem");
+    const f = setup({
+      signer: undefined,
+      workloadFiles: { certChainPath: "/nonexistent/cert-chain.pem", keyPath: "/nonexistent/key.pem", rootCertPath: "/nonexistent/root-cert.pem" },
+    });
+    await expect(f.cache.get("default")).rejects.toThrow(
+      "default: no CA configured and no certificate files at /nonexistent/cert-chain.pem / /nonexistent/key.pem",
+    );
     await expect(f.cache.get("ROOTCA")).rejects.toThrow("ROOTCA: no CA configured and no root certificate file at /nonexistent/root-cert.pem");
   });
 });
@@ -156,12 +164,16 @@ describe("SecretCache: rotation and renewal", () => {
     s.signer.fail = "CA down";
     s.clock.advance(1_800_000);
     await until(() => s.messages().some((m) => m.includes("(attempt 1)")), "attempt 1");
-    expect(s.messages()).toContain("renewing the workload certificate failed (attempt 1): CA down; still serving the current certificate (expires in 1800s), retrying in 1.0s");
+    expect(s.messages()).toContain(
+      "renewing the workload certificate failed (attempt 1): CA down; still serving the current certificate (expires in 1800s), retrying in 1.0s",
+    );
     expect(s.clock.nextAt()).toBe(START + 1_801_000);
     expect(await s.cache.get("default")).toBe(first);
     s.clock.advance(1000);
     await until(() => s.messages().some((m) => m.includes("(attempt 2)")), "attempt 2");
-    expect(s.messages()).toContain("renewing the workload certificate failed (attempt 2): CA down; still serving the current certificate (expires in 1799s), retrying in 2.0s");
+    expect(s.messages()).toContain(
+      "renewing the workload certificate failed (attempt 2): CA down; still serving the current certificate (expires in 1799s), retrying in 2.0s",
+    );
     expect(s.clock.nextAt()).toBe(START + 1_803_000);
     s.clock.advance(2000);
     await until(() => s.messages().some((m) => m.includes("(attempt 3)")), "attempt 3");

@@ -27,7 +27,10 @@ let client: grpc.Client;
 beforeAll(async () => {
   r = await rig();
   socket = join(r.dir, "uds", "socket");
-  server = new SdsServer({ socketPath: socket, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0) }, { log: r.log.log, secrets: r.cache, clock: r.clock });
+  server = new SdsServer(
+    { socketPath: socket, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0) },
+    { log: r.log.log, secrets: r.cache, clock: r.clock },
+  );
   await server.start();
   client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
 });
@@ -51,7 +54,14 @@ function sotw() {
     got,
     status: () => status,
     send: (names: string[], nonce = "", error?: string) =>
-      call.write(codec.encodeRequest({ typeUrl: SECRET_TYPE_URL, resourceNames: names, responseNonce: nonce, ...(error ? { errorDetail: { code: 13, message: error } } : {}) })),
+      call.write(
+        codec.encodeRequest({
+          typeUrl: SECRET_TYPE_URL,
+          resourceNames: names,
+          responseNonce: nonce,
+          ...(error ? { errorDetail: { code: 13, message: error } } : {}),
+        }),
+      ),
     end: () => call.end(),
   };
 }
@@ -147,7 +157,10 @@ describe("Istio's pilot_xds metrics on the SDS server", () => {
   test("istio_agent_pilot_xds_send_time, _expired_nonce{type=sds}, istio_agent_pilot_total_xds_rejects{type=sds}", async () => {
     const registry = newRegistry();
     const sock = join(r.dir, "uds-metrics", "socket");
-    const own = new SdsServer({ socketPath: sock, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0) }, { log: r.log.log, secrets: r.cache, clock: r.clock, xdsMetrics: pilotXdsMetrics(registry) });
+    const own = new SdsServer(
+      { socketPath: sock, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0) },
+      { log: r.log.log, secrets: r.cache, clock: r.clock, xdsMetrics: pilotXdsMetrics(registry) },
+    );
     await own.start();
     const c = new grpc.Client(`unix://${sock}`, grpc.credentials.createInsecure());
     try {
@@ -156,7 +169,14 @@ describe("Istio's pilot_xds metrics on the SDS server", () => {
       call.on("data", (b: Buffer) => got.push(codec.decodeResponse(b)));
       call.on("error", () => {});
       const send = (names: string[], nonce = "", error?: string) =>
-        call.write(codec.encodeRequest({ typeUrl: SECRET_TYPE_URL, resourceNames: names, responseNonce: nonce, ...(error ? { errorDetail: { code: 13, message: error } } : {}) }));
+        call.write(
+          codec.encodeRequest({
+            typeUrl: SECRET_TYPE_URL,
+            resourceNames: names,
+            responseNonce: nonce,
+            ...(error ? { errorDetail: { code: 13, message: error } } : {}),
+          }),
+        );
       send(["default"]);
       await until(() => got.length === 1, "first response");
       send(["default"], "stale-nonce");
@@ -179,7 +199,13 @@ describe("Istio's pilot_xds metrics on the SDS server", () => {
 describe("FetchSecrets and DeltaSecrets (beyond Istio)", () => {
   test("FetchSecrets answers the requested names", async () => {
     const res = await new Promise<Res>((resolve, reject) =>
-      client.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, codec.encodeRequest({ resourceNames: ["default", "ROOTCA"], typeUrl: SECRET_TYPE_URL }), (err, b) => (err ? reject(err) : resolve(codec.decodeResponse(b!)))),
+      client.makeUnaryRequest(
+        `/${SDS_SERVICE}/FetchSecrets`,
+        pass,
+        pass,
+        codec.encodeRequest({ resourceNames: ["default", "ROOTCA"], typeUrl: SECRET_TYPE_URL }),
+        (err, b) => (err ? reject(err) : resolve(codec.decodeResponse(b!))),
+      ),
     );
     expect(res.resources.map((x) => x.name)).toEqual(["default", "ROOTCA"]);
   });
@@ -190,7 +216,13 @@ describe("FetchSecrets and DeltaSecrets (beyond Istio)", () => {
     call.on("data", (b: Buffer) => got.push(codec.decodeDeltaResponse(b)));
     call.on("error", () => {});
     const rootVersion = (await r.cache.get("ROOTCA")).version;
-    call.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesSubscribe: ["default", "ROOTCA", "nope"], initialResourceVersions: { ROOTCA: rootVersion } }));
+    call.write(
+      codec.encodeDeltaRequest({
+        typeUrl: SECRET_TYPE_URL,
+        resourceNamesSubscribe: ["default", "ROOTCA", "nope"],
+        initialResourceVersions: { ROOTCA: rootVersion },
+      }),
+    );
     await until(() => got.length === 1, "delta response");
     expect(got[0]!.resources.map((x) => x.name)).toEqual(["default"]); // ROOTCA already current
     expect(got[0]!.removed).toEqual(["nope"]);
@@ -201,7 +233,14 @@ describe("FetchSecrets and DeltaSecrets (beyond Istio)", () => {
     expect(got[1]!.resources[0]!.version).not.toBe(got[0]!.resources[0]!.version);
     // Unsubscribe; a name that does not exist in the same request is answered with "removed",
     // which shows the request was handled.
-    call.write(codec.encodeDeltaRequest({ typeUrl: SECRET_TYPE_URL, resourceNamesUnsubscribe: ["default"], resourceNamesSubscribe: ["nope-1"], responseNonce: got[1]!.nonce }));
+    call.write(
+      codec.encodeDeltaRequest({
+        typeUrl: SECRET_TYPE_URL,
+        resourceNamesUnsubscribe: ["default"],
+        resourceNamesSubscribe: ["nope-1"],
+        responseNonce: got[1]!.nonce,
+      }),
+    );
     await until(() => got.length === 3, "removal of nope-1");
     expect(got[2]!.removed).toEqual(["nope-1"]);
     // A second stream still subscribed sees the next rotation; a push to the first stream would
@@ -230,7 +269,14 @@ describe("peer credentials", () => {
     await s2.start();
     const c2 = new grpc.Client(`unix://${path}`, grpc.credentials.createInsecure());
     const err = await new Promise<grpc.ServiceError | null>((resolve) =>
-      c2.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, codec.encodeRequest({ resourceNames: ["ROOTCA"] }), { deadline: Date.now() + 3000 }, (e) => resolve(e)),
+      c2.makeUnaryRequest(
+        `/${SDS_SERVICE}/FetchSecrets`,
+        pass,
+        pass,
+        codec.encodeRequest({ resourceNames: ["ROOTCA"] }),
+        { deadline: Date.now() + 3000 },
+        (e) => resolve(e),
+      ),
     );
     expect(err?.code).toBeOneOf([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED]);
     expect(r.log.lines.some((l) => l.includes("refused connection") && l.includes("not in authorized UIDs"))).toBe(true);

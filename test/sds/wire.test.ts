@@ -51,6 +51,11 @@ test("SotW DiscoveryResponse resources are Anys typed as Secret", () => {
 });
 
 test("Delta DeltaDiscoveryResponse Resource.resource Anys are typed as Secret", () => {
-  const bytes = sdsCodec().encodeDeltaResponse({ systemVersionInfo: "", nonce: "n1", resources: secrets.map((s) => ({ name: s.name, version: "v1", secret: s })), removed: [] });
+  const bytes = sdsCodec().encodeDeltaResponse({
+    systemVersionInfo: "",
+    nonce: "n1",
+    resources: secrets.map((s) => ({ name: s.name, version: "v1", secret: s })),
+    removed: [],
+  });
   expect(anyTypeUrls(bytes, 2, 2)).toEqual([SECRET_TYPE, SECRET_TYPE]);
 });

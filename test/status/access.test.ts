@@ -111,17 +111,21 @@ describe("/quitquitquit and /drain", () => {
   });
 
   const ip = nonLoopbackIPv4();
-  testRequiring({ check: () => (ip === undefined ? "a non-loopback IPv4 address on this machine" : undefined) }, "a real connection from a non-loopback local address is refused", async () => {
-    const { calls, lc } = fakeLifecycle();
-    const s = await started({ lifecycle: lc, hostname: "0.0.0.0", ndsz: () => ({ table: {} }) });
-    for (const path of ["/quitquitquit", "/drain", "/debug/ndsz"]) {
-      const r = await fetch(`http://${ip}:${s.port()}${path}`, { method: "POST" });
-      expect(r.status).toBe(403);
-    }
-    expect(calls).toEqual([]);
-    // readiness and probes stay open to everyone
-    expect((await fetch(`http://${ip}:${s.port()}/healthz/ready`)).status).toBe(200);
-  });
+  testRequiring(
+    { check: () => (ip === undefined ? "a non-loopback IPv4 address on this machine" : undefined) },
+    "a real connection from a non-loopback local address is refused",
+    async () => {
+      const { calls, lc } = fakeLifecycle();
+      const s = await started({ lifecycle: lc, hostname: "0.0.0.0", ndsz: () => ({ table: {} }) });
+      for (const path of ["/quitquitquit", "/drain", "/debug/ndsz"]) {
+        const r = await fetch(`http://${ip}:${s.port()}${path}`, { method: "POST" });
+        expect(r.status).toBe(403);
+      }
+      expect(calls).toEqual([]);
+      // readiness and probes stay open to everyone
+      expect((await fetch(`http://${ip}:${s.port()}/healthz/ready`)).status).toBe(200);
+    },
+  );
 });
 
 describe("/debug endpoints", () => {

@@ -23,23 +23,26 @@ let grpcNoHealth: Awaited<ReturnType<typeof startGrpcHealthApp>>;
 
 beforeAll(async () => {
   let redirects = 0;
-  http = startHttpApp({
-    "/ok": () => new Response("all good", { headers: { "content-type": "text/plain" } }),
-    "/fail": () => new Response("database down", { status: 503 }),
-    "/slow": async () => {
-      await Bun.sleep(3000);
-      return new Response("late");
+  http = startHttpApp(
+    {
+      "/ok": () => new Response("all good", { headers: { "content-type": "text/plain" } }),
+      "/fail": () => new Response("database down", { status: 503 }),
+      "/slow": async () => {
+        await Bun.sleep(3000);
+        return new Response("late");
+      },
+      "/big": () => new Response("x".repeat(50_000)),
+      "/redirect-same": () => new Response(null, { status: 302, headers: { location: "/ok" } }),
+      "/redirect-other": () => new Response(null, { status: 301, headers: { location: "http://other.example:9/elsewhere" } }),
+      "/redirect-fail": () => new Response(null, { status: 307, headers: { location: "/fail" } }),
+      "/redirect-loop": () => {
+        redirects++;
+        return new Response(null, { status: 302, headers: { location: "/redirect-loop" } });
+      },
+      "/not-modified": () => new Response(null, { status: 304 }),
     },
-    "/big": () => new Response("x".repeat(50_000)),
-    "/redirect-same": () => new Response(null, { status: 302, headers: { location: "/ok" } }),
-    "/redirect-other": () => new Response(null, { status: 301, headers: { location: "http://other.example:9/elsewhere" } }),
-    "/redirect-fail": () => new Response(null, { status: 307, headers: { location: "/fail" } }),
-    "/redirect-loop": () => {
-      redirects++;
-      return new Response(null, { status: 302, headers: { location: "/redirect-loop" } });
-    },
-    "/not-modified": () => new Response(null, { status: 304 }),
-  }, { hostname: "0.0.0.0" });
+    { hostname: "0.0.0.0" },
+  );
   // Without openssl (no certificate) the app is plain HTTP and the HTTPS test is a recorded skip.
   https = startHttpApp({ "/secure": () => new Response("tls ok") }, unmet(OPENSSL) ? {} : { tls: selfSignedCert() });
   tcp = await startTcpApp();
@@ -83,10 +86,18 @@ beforeAll(async () => {
   await s.start(ac.signal);
   statusPort = s.port();
   base = `http://127.0.0.1:${statusPort}`;
-  cleanups.push(() => {
-    ac.abort();
-    return s.stopped();
-  }, http.close, https.close, tcp.close, grpcApp.close, grpcSlow.close, grpcNoHealth.close);
+  cleanups.push(
+    () => {
+      ac.abort();
+      return s.stopped();
+    },
+    http.close,
+    https.close,
+    tcp.close,
+    grpcApp.close,
+    grpcSlow.close,
+    grpcNoHealth.close,
+  );
 });
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
@@ -130,7 +141,11 @@ describe("httpGet app probes", () => {
     const t0 = performance.now();
     expect((await probe("/app-health/slow/livez")).status).toBe(500);
     expect(performance.now() - t0).toBeLessThan(2900);
-    expect(logs.lines.some((l) => l.includes("Request to probe app failed") && l.includes("timed out after 1000ms") && l.includes("original URL path = /app-health/slow/livez"))).toBe(true);
+    expect(
+      logs.lines.some(
+        (l) => l.includes("Request to probe app failed") && l.includes("timed out after 1000ms") && l.includes("original URL path = /app-health/slow/livez"),
+      ),
+    ).toBe(true);
   });
 
   test("body is cut at 10 KiB", async () => {

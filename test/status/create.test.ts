@@ -36,7 +36,12 @@ test("no Envoy, legacy localhost destination, gateways get no app metrics, IPv6 
   const cfg = loadAgentConfig(
     inputs({
       type: "router",
-      env: { INSTANCE_IP: "fd00::7", REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION: "true", ISTIO_PROMETHEUS_ANNOTATIONS: `{"port":"9090"}`, PILOT_AGENT_MERGE_ENVOY_STATS: "false" },
+      env: {
+        INSTANCE_IP: "fd00::7",
+        REWRITE_PROBE_LEGACY_LOCALHOST_DESTINATION: "true",
+        ISTIO_PROMETHEUS_ANNOTATIONS: `{"port":"9090"}`,
+        PILOT_AGENT_MERGE_ENVOY_STATS: "false",
+      },
     }),
   ).config;
   const o = statusOptionsFrom(cfg, { ...deps(), envoyEnabled: false, grpcBootstrapCheck: false });

@@ -23,7 +23,17 @@ describe("ProxyConfig.readinessProbe", () => {
     expect(parseReadinessProbe(undefined, "x")).toBeUndefined();
   });
   test("every method and field", () => {
-    const c = parseReadinessProbe({ initialDelaySeconds: 2, timeoutSeconds: 3, periodSeconds: 4, successThreshold: 2, failureThreshold: 3, httpGet: { path: "ready", port: "8080", host: "app.local", scheme: "HTTPS", httpHeaders: [{ name: "X-A", value: "b" }] } }, "h")!;
+    const c = parseReadinessProbe(
+      {
+        initialDelaySeconds: 2,
+        timeoutSeconds: 3,
+        periodSeconds: 4,
+        successThreshold: 2,
+        failureThreshold: 3,
+        httpGet: { path: "ready", port: "8080", host: "app.local", scheme: "HTTPS", httpHeaders: [{ name: "X-A", value: "b" }] },
+      },
+      "h",
+    )!;
     expect(c).toMatchObject({ initialDelayMs: 2000, timeoutMs: 3000, periodMs: 4000, successThreshold: 2, failureThreshold: 3 });
     expect(c.probe).toEqual({ kind: "httpGet", host: "app.local", port: 8080, path: "/ready", scheme: "https", headers: [["X-A", "b"]] });
     expect(parseReadinessProbe({ tcpSocket: { port: 9000 } }, "h")!.probe).toEqual({ kind: "tcpSocket", host: "h", port: 9000 });
@@ -54,19 +64,44 @@ describe("health state machine", () => {
     // null = no event
     { name: "first success reported at once", s: 1, f: 1, results: [undefined, undefined], events: [undefined, null] },
     { name: "first failure reported at once", s: 1, f: 1, results: [F, F, undefined], events: [F, null, undefined] },
-    { name: "success threshold", s: 3, f: 1, results: [undefined, undefined, F, undefined, undefined, undefined], events: [null, null, F, null, null, undefined] },
-    { name: "failure threshold needs consecutive failures", s: 1, f: 2, results: [undefined, F, undefined, F, F, F], events: [undefined, null, null, null, F, null] },
+    {
+      name: "success threshold",
+      s: 3,
+      f: 1,
+      results: [undefined, undefined, F, undefined, undefined, undefined],
+      events: [null, null, F, null, null, undefined],
+    },
+    {
+      name: "failure threshold needs consecutive failures",
+      s: 1,
+      f: 2,
+      results: [undefined, F, undefined, F, F, F],
+      events: [undefined, null, null, null, F, null],
+    },
   ];
   for (const c of cases) {
     test(c.name, () => {
       const m = new HealthStateMachine(c.s, c.f);
-      expect(c.results.map((r) => { const e = m.observe(r); return e ? e.error : null; })).toEqual(c.events);
+      expect(
+        c.results.map((r) => {
+          const e = m.observe(r);
+          return e ? e.error : null;
+        }),
+      ).toEqual(c.events);
     });
   }
 });
 
 function config(over: Partial<HealthCheckConfig> = {}): HealthCheckConfig {
-  return { initialDelayMs: 0, timeoutMs: 1000, periodMs: 10_000, successThreshold: 1, failureThreshold: 1, probe: { kind: "exec", command: ["true"] }, ...over };
+  return {
+    initialDelayMs: 0,
+    timeoutMs: 1000,
+    periodMs: 10_000,
+    successThreshold: 1,
+    failureThreshold: 1,
+    probe: { kind: "exec", command: ["true"] },
+    ...over,
+  };
 }
 
 /** A sleep that never waits: records each delay and aborts after `limit` calls. */
@@ -116,13 +151,21 @@ describe("WorkloadHealthChecker", () => {
 
   test("real probes: http, tcp, grpc, exec", async () => {
     let healthy = true;
-    const app = startHttpApp({ "/ready": () => new Response(healthy ? "ok" : "no", { status: healthy ? 200 : 500 }), "/moved": () => new Response(null, { status: 302, headers: { location: "http://elsewhere.invalid/" } }) });
+    const app = startHttpApp({
+      "/ready": () => new Response(healthy ? "ok" : "no", { status: healthy ? 200 : 500 }),
+      "/moved": () => new Response(null, { status: 302, headers: { location: "http://elsewhere.invalid/" } }),
+    });
     const tcp = await startTcpApp();
     const grpc = await startGrpcHealthApp({ "": 1, sick: 2 });
     cleanups.push(app.close, tcp.close, grpc.close);
     const down = await closedPort();
     const check = (probe: HealthCheckConfig["probe"], timeoutMs = 1000) =>
-      new WorkloadHealthChecker({ config: config({ probe, timeoutMs }), reporter: { reportHealth: () => {} }, log: silentLogger(), sourceAddress: "127.0.0.6" }).checkOnce();
+      new WorkloadHealthChecker({
+        config: config({ probe, timeoutMs }),
+        reporter: { reportHealth: () => {} },
+        log: silentLogger(),
+        sourceAddress: "127.0.0.6",
+      }).checkOnce();
 
     expect(await check({ kind: "httpGet", host: "127.0.0.1", port: app.port, path: "/ready", scheme: "http", headers: [["X-Check", "1"]] })).toBeUndefined();
     const seen = app.seen.at(-1)!;

@@ -28,7 +28,15 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(opts: { annotations?: string; envoyPage?: string | (() => ReadableStream<Uint8Array>); envoyPort?: number; merge?: boolean; extra?: Partial<StatusServerOptions> } = {}) {
+async function setup(
+  opts: {
+    annotations?: string;
+    envoyPage?: string | (() => ReadableStream<Uint8Array>);
+    envoyPort?: number;
+    merge?: boolean;
+    extra?: Partial<StatusServerOptions>;
+  } = {},
+) {
   const envoy = startFakeEnvoyAdmin({ prometheus: opts.envoyPage ?? ENVOY_PAGE });
   cleanups.push(envoy.close);
   const registry = newRegistry();
@@ -41,7 +49,13 @@ async function setup(opts: { annotations?: string; envoyPage?: string | (() => R
     hostname: "127.0.0.1",
     log: logs.log,
     registry,
-    envoy: { adminHost: "127.0.0.1", adminPort: envoy.port, prometheusHost: "127.0.0.1", prometheusPort: opts.envoyPort ?? envoy.port, mergeStats: opts.merge ?? true },
+    envoy: {
+      adminHost: "127.0.0.1",
+      adminPort: envoy.port,
+      prometheusHost: "127.0.0.1",
+      prometheusPort: opts.envoyPort ?? envoy.port,
+      mergeStats: opts.merge ?? true,
+    },
     probeDestination: "127.0.0.1",
     prometheusAnnotations: opts.annotations,
     appMetricsHost: "127.0.0.1",
@@ -131,7 +145,9 @@ describe("merged scrape", () => {
 
   test("multiple targets: concatenated in order; all OpenMetrics keeps one # EOF; mixed falls back to text", async () => {
     const a = startHttpApp({ "/metrics": () => new Response(APP_OM("first_thing"), { headers: { "content-type": OM_1 } }) });
-    const b = startHttpApp({ "/stats": () => new Response(APP_OM("second_thing"), { headers: { "content-type": "application/openmetrics-text; version=0.0.1" } }) });
+    const b = startHttpApp({
+      "/stats": () => new Response(APP_OM("second_thing"), { headers: { "content-type": "application/openmetrics-text; version=0.0.1" } }),
+    });
     const c = startHttpApp({ "/metrics": () => new Response(APP_TEXT, { headers: { "content-type": "text/plain" } }) });
     cleanups.push(a.close, b.close, c.close);
     const om = await setup({ annotations: JSON.stringify({ scrape: "true", targets: [{ port: String(a.port) }, { port: String(b.port), path: "/stats" }] }) });
@@ -154,7 +170,9 @@ describe("merged scrape", () => {
     const app = startHttpApp({ "/metrics": () => new Response("boom", { status: 500 }) });
     cleanups.push(app.close);
     const down = await closedPort();
-    const { scrape, logs, registry } = await setup({ annotations: JSON.stringify({ scrape: "true", targets: [{ port: String(app.port) }, { port: String(down) }] }) });
+    const { scrape, logs, registry } = await setup({
+      annotations: JSON.stringify({ scrape: "true", targets: [{ port: String(app.port) }, { port: String(down) }] }),
+    });
     for (let i = 0; i < 2; i++) {
       const r = await scrape();
       expect(r.status).toBe(200);
@@ -252,16 +270,18 @@ describe("concatStreams", () => {
   const enc = (s: string) => new TextEncoder().encode(s);
   test("ends each part's last line; a part failing mid-way is cut at its last whole line and reported, the next follows", async () => {
     let pulls = 0;
-    const failing = new ReadableStream<Uint8Array>({
-      pull(c) {
-        if (pulls++ === 0) c.enqueue(enc("envoy_a 1\nenvoy_b"));
-        else c.error(new Error("connection reset"));
+    const failing = new ReadableStream<Uint8Array>(
+      {
+        pull(c) {
+          if (pulls++ === 0) c.enqueue(enc("envoy_a 1\nenvoy_b"));
+          else c.error(new Error("connection reset"));
+        },
       },
-    }, { highWaterMark: 0 });
+      { highWaterMark: 0 },
+    );
     const errors: [number, string][] = [];
-    const out = concatStreams(
-      [async () => enc("agent 1"), async () => failing, async () => undefined, async () => enc("app 2\n")],
-      (i, e) => errors.push([i, (e as Error).message]),
+    const out = concatStreams([async () => enc("agent 1"), async () => failing, async () => undefined, async () => enc("app 2\n")], (i, e) =>
+      errors.push([i, (e as Error).message]),
     );
     expect(await new Response(out).text()).toBe("agent 1\nenvoy_a 1\napp 2\n");
     expect(errors).toEqual([[1, "connection reset"]]);

@@ -5,7 +5,14 @@ import { join } from "node:path";
 import { silentLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
-import { EnvoyReadinessProbe, READY_STATS_FILTER, UPDATE_STATS_FILTER, parseUpdateStats, serverStateError, updateStatsError } from "../../src/status/envoyready.ts";
+import {
+  EnvoyReadinessProbe,
+  READY_STATS_FILTER,
+  UPDATE_STATS_FILTER,
+  parseUpdateStats,
+  serverStateError,
+  updateStatsError,
+} from "../../src/status/envoyready.ts";
 import { GrpcBootstrapProbe } from "../../src/status/grpcbootstrap.ts";
 import { StatusServer } from "../../src/status/server.ts";
 import { startFakeEnvoyAdmin } from "../support/status-apps.ts";
@@ -18,9 +25,21 @@ afterEach(async () => {
 
 describe("Envoy update stats (Istio's messages)", () => {
   const cases: [string, string, string | undefined][] = [
-    ["only lds", "listener_manager.lds.update_success: 1", "config not fully received from XDS server: cds updates: 0 successful, 0 rejected; lds updates: 1 successful, 0 rejected"],
-    ["only cds", "cluster_manager.cds.update_success: 1", "config not fully received from XDS server: cds updates: 1 successful, 0 rejected; lds updates: 0 successful, 0 rejected"],
-    ["reject cds", "cluster_manager.cds.update_rejected: 1\nlistener_manager.lds.update_success: 1", "config received from XDS server, but was rejected: cds updates: 0 successful, 1 rejected; lds updates: 1 successful, 0 rejected"],
+    [
+      "only lds",
+      "listener_manager.lds.update_success: 1",
+      "config not fully received from XDS server: cds updates: 0 successful, 0 rejected; lds updates: 1 successful, 0 rejected",
+    ],
+    [
+      "only cds",
+      "cluster_manager.cds.update_success: 1",
+      "config not fully received from XDS server: cds updates: 1 successful, 0 rejected; lds updates: 0 successful, 0 rejected",
+    ],
+    [
+      "reject cds",
+      "cluster_manager.cds.update_rejected: 1\nlistener_manager.lds.update_success: 1",
+      "config received from XDS server, but was rejected: cds updates: 0 successful, 1 rejected; lds updates: 1 successful, 0 rejected",
+    ],
     ["no config", "", "config not received from XDS server (is Istiod running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected"],
     ["both", "cluster_manager.cds.update_success: 3\nlistener_manager.lds.update_success: 2\nlistener_manager.lds.update_rejected: 1", undefined],
   ];
@@ -38,7 +57,11 @@ describe("Envoy server state", () => {
     ["workers not started", "server.state: 0\nlistener_manager.workers_started: 0", "workers have not yet started"],
     ["pre-initializing", "server.state: 2\nlistener_manager.workers_started: 0", "server is not live, current state is: PRE_INITIALIZING"],
     ["draining", "server.state: 1\nlistener_manager.workers_started: 1", "server is not live, current state is: DRAINING"],
-    ["no server.state", "listener_manager.workers_started: 1", "failed to get readiness stats: server.state is not yet updated: listener_manager.workers_started: 1"],
+    [
+      "no server.state",
+      "listener_manager.workers_started: 1",
+      "failed to get readiness stats: server.state is not yet updated: listener_manager.workers_started: 1",
+    ],
     ["no workers stat", "server.state: 0", "failed to get readiness stats: listener_manager.workers_started is not yet updated: server.state: 0"],
   ];
   for (const [name, stats, want] of cases) test(name, () => expect(serverStateError(stats)).toBe(want));
@@ -100,7 +123,12 @@ describe("gRPC bootstrap probe", () => {
       join(dir, "grpc-bootstrap.json"),
       JSON.stringify({
         xds_servers: [{ server_uri: "unix:///./etc/istio/proxy/XDS" }],
-        certificate_providers: { default: { plugin_name: "file_watcher", config: { certificate_file: `${certs}/cert-chain.pem`, private_key_file: `${certs}/key.pem`, ca_certificate_file: `${certs}/root-cert.pem` } } },
+        certificate_providers: {
+          default: {
+            plugin_name: "file_watcher",
+            config: { certificate_file: `${certs}/cert-chain.pem`, private_key_file: `${certs}/key.pem`, ca_certificate_file: `${certs}/root-cert.pem` },
+          },
+        },
       }),
     );
     expect(probe.check()).toBe(`${certs}/cert-chain.pem does not exist`);
@@ -120,7 +148,10 @@ describe("/healthz/ready", () => {
       log: silentLogger(),
       registry: newRegistry(),
       readiness: opts.readiness,
-      envoy: opts.envoy === false ? undefined : { adminHost: "127.0.0.1", adminPort: admin.port, prometheusHost: "127.0.0.1", prometheusPort: admin.port, mergeStats: true },
+      envoy:
+        opts.envoy === false
+          ? undefined
+          : { adminHost: "127.0.0.1", adminPort: admin.port, prometheusHost: "127.0.0.1", prometheusPort: admin.port, mergeStats: true },
       grpcBootstrapPath: opts.grpc,
       probeDestination: "127.0.0.1",
       now: opts.now,
@@ -216,7 +247,10 @@ describe("/healthz/ready", () => {
     expect(admin.state.queries.length).toBe(0);
     const b = readiness.block("dns table received");
     b.fail("istio DNS capture is turned ON and DNS lookup table is not ready yet");
-    expect(await get()).toEqual({ status: 503, body: "not ready: 1 pending\ndns table received: istio DNS capture is turned ON and DNS lookup table is not ready yet\n" });
+    expect(await get()).toEqual({
+      status: 503,
+      body: "not ready: 1 pending\ndns table received: istio DNS capture is turned ON and DNS lookup table is not ready yet\n",
+    });
   });
 
   test("a missing gRPC bootstrap is a pending check", async () => {
@@ -231,7 +265,16 @@ describe("/healthz/ready", () => {
     const admin = startFakeEnvoyAdmin({ stats: LIVE });
     cleanups.push(admin.close);
     let t = 4_000;
-    const s = new StatusServer({ port: 0, hostname: "127.0.0.1", log: silentLogger(), registry, envoy: { adminHost: "127.0.0.1", adminPort: admin.port, prometheusHost: "127.0.0.1", prometheusPort: admin.port, mergeStats: false }, probeDestination: "127.0.0.1", now: () => t, processStartMs: 1_500 });
+    const s = new StatusServer({
+      port: 0,
+      hostname: "127.0.0.1",
+      log: silentLogger(),
+      registry,
+      envoy: { adminHost: "127.0.0.1", adminPort: admin.port, prometheusHost: "127.0.0.1", prometheusPort: admin.port, mergeStats: false },
+      probeDestination: "127.0.0.1",
+      now: () => t,
+      processStartMs: 1_500,
+    });
     expect((await s.handle(new Request("http://x/healthz/ready"), "127.0.0.1")).status).toBe(200);
     t = 9_000;
     await s.handle(new Request("http://x/healthz/ready"), "127.0.0.1");

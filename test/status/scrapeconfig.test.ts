@@ -1,5 +1,13 @@
 import { describe, expect, test } from "bun:test";
-import { FMT_OPENMETRICS_0_0_1, FMT_OPENMETRICS_1_0_0, FMT_TEXT, combineFormats, negotiateFormat, rewriteAccept, stripEof } from "../../src/status/negotiate.ts";
+import {
+  FMT_OPENMETRICS_0_0_1,
+  FMT_OPENMETRICS_1_0_0,
+  FMT_TEXT,
+  combineFormats,
+  negotiateFormat,
+  rewriteAccept,
+  stripEof,
+} from "../../src/status/negotiate.ts";
 import { RESERVED_PORTS, parseScrapeConfig } from "../../src/status/scrapeconfig.ts";
 
 describe("ISTIO_PROMETHEUS_ANNOTATIONS", () => {
@@ -13,7 +21,10 @@ describe("ISTIO_PROMETHEUS_ANNOTATIONS", () => {
     expect(parseScrapeConfig(`{"scrape":"true","port":"8080","path":"stats"}`, 15020)).toEqual({ targets: [{ port: 8080, path: "/stats" }], problems: [] });
   });
   test("multiple targets; a bad one is refused, the others kept", () => {
-    const c = parseScrapeConfig(`{"scrape":"true","path":"/m","targets":[{"port":"8080"},{"port":9090,"path":"/other"},{"port":"15090"},{"port":"abc"}]}`, 15020)!;
+    const c = parseScrapeConfig(
+      `{"scrape":"true","path":"/m","targets":[{"port":"8080"},{"port":9090,"path":"/other"},{"port":"15090"},{"port":"abc"}]}`,
+      15020,
+    )!;
     expect(c.targets).toEqual([
       { port: 8080, path: "/m" },
       { port: 9090, path: "/other" },
@@ -27,7 +38,9 @@ describe("ISTIO_PROMETHEUS_ANNOTATIONS", () => {
     for (const p of RESERVED_PORTS.keys()) {
       const c = parseScrapeConfig(`{"scrape":"true","port":"${p}"}`, 15020)!;
       expect(c.targets).toEqual([]);
-      expect(c.problems[0]).toContain(p === 15020 ? "application port is the same as agent port (15020), which may lead to a recursive loop" : `port ${p} is reserved by Istio`);
+      expect(c.problems[0]).toContain(
+        p === 15020 ? "application port is the same as agent port (15020), which may lead to a recursive loop" : `port ${p} is reserved by Istio`,
+      );
     }
     const c = parseScrapeConfig(`{"scrape":"true","port":"16000"}`, 16000)!;
     expect(c.problems[0]).toContain("prometheus.io/port=16000");
@@ -51,7 +64,11 @@ describe("content negotiation", () => {
     ["application/*", "envoy", "text/plain;version=0.0.4"],
     ["application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "app", "text/plain;version=0.0.4"],
     [prometheusDefault, "envoy", "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3"],
-    [prometheusDefault, "app", "application/openmetrics-text;version=1.0.0;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3"],
+    [
+      prometheusDefault,
+      "app",
+      "application/openmetrics-text;version=1.0.0;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3",
+    ],
   ];
   for (const [accept, part, want] of cases) test(`${part}: ${accept?.slice(0, 50)}`, () => expect(rewriteAccept(accept, part)).toBe(want));
 

@@ -84,14 +84,25 @@ export function startFakeGoogle(o: FakeGoogleOptions = {}): FakeGoogle {
         if (p) return p;
         if (req.method !== "POST") return json(405, { error: "invalid_request", error_description: "POST required" });
         const b = parseBody(body);
-        if (!b || !(req.headers.get("content-type") ?? "").startsWith("application/json")) return json(400, { error: "invalid_request", error_description: "Invalid JSON payload received." });
-        if (b.grantType !== "urn:ietf:params:oauth:grant-type:token-exchange") return json(400, { error: "unsupported_grant_type", error_description: "Invalid grant_type." });
-        if (b.requestedTokenType !== "urn:ietf:params:oauth:token-type:access_token") return json(400, { error: "invalid_request", error_description: "Invalid requested_token_type." });
-        if (b.subjectTokenType !== "urn:ietf:params:oauth:token-type:jwt") return json(400, { error: "invalid_request", error_description: "Invalid subject_token_type." });
-        if (typeof b.subjectToken !== "string" || b.subjectToken === "") return json(400, { error: "invalid_request", error_description: "subject_token is required." });
-        if (typeof b.audience !== "string" || !b.audience.startsWith("identitynamespace:")) return json(400, { error: "invalid_request", error_description: "Invalid audience." });
+        if (!b || !(req.headers.get("content-type") ?? "").startsWith("application/json"))
+          return json(400, { error: "invalid_request", error_description: "Invalid JSON payload received." });
+        if (b.grantType !== "urn:ietf:params:oauth:grant-type:token-exchange")
+          return json(400, { error: "unsupported_grant_type", error_description: "Invalid grant_type." });
+        if (b.requestedTokenType !== "urn:ietf:params:oauth:token-type:access_token")
+          return json(400, { error: "invalid_request", error_description: "Invalid requested_token_type." });
+        if (b.subjectTokenType !== "urn:ietf:params:oauth:token-type:jwt")
+          return json(400, { error: "invalid_request", error_description: "Invalid subject_token_type." });
+        if (typeof b.subjectToken !== "string" || b.subjectToken === "")
+          return json(400, { error: "invalid_request", error_description: "subject_token is required." });
+        if (typeof b.audience !== "string" || !b.audience.startsWith("identitynamespace:"))
+          return json(400, { error: "invalid_request", error_description: "Invalid audience." });
         if (b.subjectToken === "rejected-subject") return json(400, { error: "invalid_grant", error_description: "The token is expired." });
-        return json(200, { access_token: opts.federatedToken, issued_token_type: "urn:ietf:params:oauth:token-type:access_token", token_type: "Bearer", expires_in: opts.federatedExpiresIn });
+        return json(200, {
+          access_token: opts.federatedToken,
+          issued_token_type: "urn:ietf:params:oauth:token-type:access_token",
+          token_type: "Bearer",
+          expires_in: opts.federatedExpiresIn,
+        });
       }
       const m = IAM_PATH.exec(decodeURIComponent(url.pathname));
       if (m) {

@@ -88,7 +88,9 @@ describe("GoogleTokenExchange requests", () => {
       await plugin(o).p.exchange(request({ subjectToken }));
       return JSON.parse(g.stsCalls[0]!.body).audience;
     };
-    expect(await aud(SUBJECT, { identityProvider: "GoogleComputeEngine", gkeClusterUrlEnv: "https://gke/env" })).toBe("identitynamespace:cluster.local:GoogleComputeEngine");
+    expect(await aud(SUBJECT, { identityProvider: "GoogleComputeEngine", gkeClusterUrlEnv: "https://gke/env" })).toBe(
+      "identitynamespace:cluster.local:GoogleComputeEngine",
+    );
     expect(await aud(SUBJECT, { gkeClusterUrlEnv: "https://gke/env" })).toBe("identitynamespace:cluster.local:https://gke/env");
     expect(await aud(jwt({ aud: ["a", "b"] }), { identityProvider: "idp" })).toBe("identitynamespace:td.example:idp");
     expect(await aud(jwt({ aud: [""] }), { identityProvider: "idp" })).toBe("identitynamespace:td.example:idp");
@@ -134,8 +136,14 @@ describe("GoogleTokenExchange cache (fake clock)", () => {
     try {
       const clock = { t: T0 };
       const p = new GoogleTokenExchange({
-        trustDomain: "td", identityProvider: "idp", gkeClusterUrlEnv: "", platformClusterUrl: "", projectNumber: "1",
-        endpoints: { federatedToken: bad.stsUrl, iamCredentials: bad.iamBase }, now: () => clock.t, log: new LogSink({ write: () => {} }).logger("token"),
+        trustDomain: "td",
+        identityProvider: "idp",
+        gkeClusterUrlEnv: "",
+        platformClusterUrl: "",
+        projectNumber: "1",
+        endpoints: { federatedToken: bad.stsUrl, iamCredentials: bad.iamBase },
+        now: () => clock.t,
+        log: new LogSink({ write: () => {} }).logger("token"),
       });
       expect(await p.exchange(request())).toEqual({ accessToken: "ya29.access-FAKE-0002", expiresInSec: 3600 });
       clock.t = T0 + 3_000_000;
@@ -189,7 +197,9 @@ describe("GoogleTokenExchange failures of the cloud endpoints", () => {
   test("5xx at every attempt: 5 attempts, then an error naming the status and body", async () => {
     const { p } = plugin();
     for (let i = 0; i < 6; i++) g.stsPlan.push({ status: 503, body: '{"error":"backend unavailable"}' });
-    await expect(p.exchange(request())).rejects.toThrow('failed to exchange federated token (HTTP status 503): HTTP Status 503, body: {"error":"backend unavailable"}');
+    await expect(p.exchange(request())).rejects.toThrow(
+      'failed to exchange federated token (HTTP status 503): HTTP Status 503, body: {"error":"backend unavailable"}',
+    );
     expect(g.stsCalls).toHaveLength(5);
     expect(g.iamCalls).toHaveLength(0);
   });

@@ -26,7 +26,9 @@ describe("Go's JSON layouts", () => {
   });
   test("error and success bodies", () => {
     expect(errorBody("invalid_request", "x")).toBe('{\n  "error": "invalid_request",\n  "error_description": "x",\n  "error_uri": ""\n}');
-    expect(successBody("t", 5)).toBe('{\n "access_token": "t",\n "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",\n "token_type": "Bearer",\n "expires_in": 5,\n "scope": "",\n "refresh_token": ""\n}');
+    expect(successBody("t", 5)).toBe(
+      '{\n "access_token": "t",\n "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",\n "token_type": "Bearer",\n "expires_in": 5,\n "scope": "",\n "refresh_token": ""\n}',
+    );
   });
   test("times as RFC3339Nano: trailing zeros of the fraction dropped", () => {
     expect(goTimeJson(Date.parse("2030-01-01T00:00:00.000Z"))).toBe("2030-01-01T00:00:00Z");

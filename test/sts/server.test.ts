@@ -94,12 +94,32 @@ describe("POST /token", () => {
 
   const invalid: [string, RequestInit, string][] = [
     ["GET", { method: "GET" }, "request method is invalid, should be POST but get GET"],
-    ["a JSON body", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(GOOD) }, "request content type is invalid, should be application/x-www-form-urlencoded but get application/json"],
-    ["a charset parameter (Istio compared the header exactly)", { method: "POST", headers: { "Content-Type": `${FORM}; charset=utf-8` }, body: form(GOOD) }, "request content type is invalid, should be application/x-www-form-urlencoded but get application/x-www-form-urlencoded; charset=utf-8"],
-    ["a bad escape", { method: "POST", headers: { "Content-Type": FORM }, body: `${form(GOOD)}&x=%zz` }, 'failed to parse query from STS request: invalid URL escape "%zz"'],
-    ["another grant type", { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, grant_type: "client_credentials" }) }, "request query grant_type is invalid, should be urn:ietf:params:oauth:grant-type:token-exchange but get client_credentials"],
+    [
+      "a JSON body",
+      { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(GOOD) },
+      "request content type is invalid, should be application/x-www-form-urlencoded but get application/json",
+    ],
+    [
+      "a charset parameter (Istio compared the header exactly)",
+      { method: "POST", headers: { "Content-Type": `${FORM}; charset=utf-8` }, body: form(GOOD) },
+      "request content type is invalid, should be application/x-www-form-urlencoded but get application/x-www-form-urlencoded; charset=utf-8",
+    ],
+    [
+      "a bad escape",
+      { method: "POST", headers: { "Content-Type": FORM }, body: `${form(GOOD)}&x=%zz` },
+      'failed to parse query from STS request: invalid URL escape "%zz"',
+    ],
+    [
+      "another grant type",
+      { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, grant_type: "client_credentials" }) },
+      "request query grant_type is invalid, should be urn:ietf:params:oauth:grant-type:token-exchange but get client_credentials",
+    ],
     ["no subject_token", { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token: "" }) }, "subject_token is empty"],
-    ["another subject token type", { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token_type: "urn:ietf:params:oauth:token-type:access_token" }) }, "subject_token_type is invalid, should be urn:ietf:params:oauth:token-type:jwt but get urn:ietf:params:oauth:token-type:access_token"],
+    [
+      "another subject token type",
+      { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token_type: "urn:ietf:params:oauth:token-type:access_token" }) },
+      "subject_token_type is invalid, should be urn:ietf:params:oauth:token-type:jwt but get urn:ietf:params:oauth:token-type:access_token",
+    ],
   ];
   for (const [name, init, reason] of invalid) {
     test(`${name}: 400 invalid_request`, async () => {
@@ -111,7 +131,11 @@ describe("POST /token", () => {
   }
 
   test("a form over 64 KiB: 400 invalid_request naming the limit", async () => {
-    const res = await fetch(`${s.url}/token`, { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token: "a".repeat(70 * 1024) }) });
+    const res = await fetch(`${s.url}/token`, {
+      method: "POST",
+      headers: { "Content-Type": FORM },
+      body: form({ ...GOOD, subject_token: "a".repeat(70 * 1024) }),
+    });
     expect(res.status).toBe(400);
     const body = JSON.parse(await res.text());
     expect(body.error).toBe("invalid_request");
@@ -119,12 +143,20 @@ describe("POST /token", () => {
   });
 
   test("Google refusing the exchange: 500 invalid_target with the reason", async () => {
-    const res = await fetch(`${s.url}/token`, { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token: "rejected-subject" }) });
+    const res = await fetch(`${s.url}/token`, {
+      method: "POST",
+      headers: { "Content-Type": FORM },
+      body: form({ ...GOOD, subject_token: "rejected-subject" }),
+    });
     // A cached token would answer without asking Google: this server has one, so use a fresh one.
     expect(res.status).toBe(200);
     const fresh = await run();
     try {
-      const r2 = await fetch(`${fresh.url}/token`, { method: "POST", headers: { "Content-Type": FORM }, body: form({ ...GOOD, subject_token: "rejected-subject" }) });
+      const r2 = await fetch(`${fresh.url}/token`, {
+        method: "POST",
+        headers: { "Content-Type": FORM },
+        body: form({ ...GOOD, subject_token: "rejected-subject" }),
+      });
       expect(r2.status).toBe(500);
       expect(await r2.text()).toBe(
         `{\n  "error": "invalid_target",\n  "error_description": "failed to exchange federated token (HTTP status 400): HTTP Status 400, body: {\\"error\\":\\"invalid_grant\\",\\"error_description\\":\\"The token is expired.\\"}",\n  "error_uri": ""\n}`,
@@ -174,7 +206,11 @@ describe("listening and plugins", () => {
 
   test("with ::1 (an IPv6 proxy) it listens there, and not on 127.0.0.1", async () => {
     const lines: string[] = [];
-    const server = createStsServerFrom(settings({ host: "::1" }), { sink: new LogSink({ write: (l) => lines.push(l) }), platform: async () => GCE_PLATFORM, now: () => T0 });
+    const server = createStsServerFrom(settings({ host: "::1" }), {
+      sink: new LogSink({ write: (l) => lines.push(l) }),
+      platform: async () => GCE_PLATFORM,
+      now: () => T0,
+    });
     const ac = new AbortController();
     await server.start(ac.signal);
     try {
@@ -211,7 +247,9 @@ describe("listening and plugins", () => {
   });
 
   test("GoogleTokenExchange without a GCP project number stops the start with Istio's message", async () => {
-    await expect(run({}, { ...GCE_PLATFORM, metadata: { gcp_project: "p" } })).rejects.toThrow("GoogleTokenExchange token manager specified but failed to ready GCP project information");
+    await expect(run({}, { ...GCE_PLATFORM, metadata: { gcp_project: "p" } })).rejects.toThrow(
+      "GoogleTokenExchange token manager specified but failed to ready GCP project information",
+    );
   });
 
   test("an endpoint that is not a URL stops the start naming the variable", async () => {

@@ -75,7 +75,12 @@ export interface Running {
 export const NO_CLOUD: Record<string, string> = { CLOUD_PLATFORM: "none" };
 
 export function start(bin: string, args: string[], opts: { cwd: string; env?: Record<string, string> }): Running {
-  const proc = Bun.spawn([bin, ...args], { cwd: opts.cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...NO_CLOUD, ...opts.env }, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([bin, ...args], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...NO_CLOUD, ...opts.env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   let text = "";
   const waiters: { re: RegExp; resolve: (s: string) => void }[] = [];
   const pump = async (stream: ReadableStream<Uint8Array>) => {

@@ -9,7 +9,10 @@ import { join } from "node:path";
 const DEPS = join(import.meta.dir, "../../node_modules/@grpc/grpc-js-xds/deps");
 
 /** Include directories for Envoy's protos and their imports. */
-export const ENVOY_API_INCLUDES = [...["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(DEPS, d)), join(import.meta.dir, "../../node_modules/protobufjs")];
+export const ENVOY_API_INCLUDES = [
+  ...["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(DEPS, d)),
+  join(import.meta.dir, "../../node_modules/protobufjs"),
+];
 
 export const ENVOY_FILES = [
   "envoy/config/listener/v3/listener.proto",
@@ -31,7 +34,8 @@ let cached: protobuf.Root | undefined;
 export function envoyProtoRoot(): protobuf.Root {
   if (cached) return cached;
   const root = new protobuf.Root();
-  root.resolvePath = (origin, target) => ENVOY_API_INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? protobuf.util.path.resolve(origin, target);
+  root.resolvePath = (origin, target) =>
+    ENVOY_API_INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? protobuf.util.path.resolve(origin, target);
   root.loadSync(ENVOY_FILES, { keepCase: true });
   root.resolveAll();
   return (cached = root);

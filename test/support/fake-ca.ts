@@ -105,11 +105,14 @@ export class FakeCa {
     const signer = opts.signer ?? (await LocalCa.generate());
     const tls = opts.plaintext ? undefined : await servingCert();
     const server = new grpc.Server();
-    const creds = tls ? grpc.ServerCredentials.createSsl(null, [{ private_key: Buffer.from(tls.keyPem), cert_chain: Buffer.from(tls.certPem) }], false) : grpc.ServerCredentials.createInsecure();
+    const creds = tls
+      ? grpc.ServerCredentials.createSsl(null, [{ private_key: Buffer.from(tls.keyPem), cert_chain: Buffer.from(tls.certPem) }], false)
+      : grpc.ServerCredentials.createInsecure();
     const port = await new Promise<number>((resolve, reject) => server.bindAsync("127.0.0.1:0", creds, (err, p) => (err ? reject(err) : resolve(p))));
     const ca = new FakeCa(server, `127.0.0.1:${port}`, tls, signer, opts);
     server.addService(caServiceDefinition(caCodec()), {
-      CreateCertificate: (call: grpc.ServerUnaryCall<CertificateRequest, CertificateResponse>, cb: grpc.sendUnaryData<CertificateResponse>) => void ca.handle(call, cb),
+      CreateCertificate: (call: grpc.ServerUnaryCall<CertificateRequest, CertificateResponse>, cb: grpc.sendUnaryData<CertificateResponse>) =>
+        void ca.handle(call, cb),
     });
     return ca;
   }

@@ -26,11 +26,60 @@ export function makeTestPki(dir: string, sans: string[] = []): TestPki {
   const p = (f: string) => join(dir, f);
   if (Bun.which("openssl") === null) throw new Error("makeTestPki: the openssl CLI is needed to make the test PKI (apt-get install openssl)");
   const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
-  ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", p("ca-key.pem"), "-out", p("ca.pem"), "-days", "2", "-subj", "/O=test/CN=test-root", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
+  ossl(
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    p("ca-key.pem"),
+    "-out",
+    p("ca.pem"),
+    "-days",
+    "2",
+    "-subj",
+    "/O=test/CN=test-root",
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  );
   const leaf = (name: string, ext: string) => {
-    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", p(`${name}-key.pem`), "-out", p(`${name}.csr`), "-subj", `/O=test/CN=${name}`);
+    ossl(
+      "req",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      p(`${name}-key.pem`),
+      "-out",
+      p(`${name}.csr`),
+      "-subj",
+      `/O=test/CN=${name}`,
+    );
     writeFileSync(p(`${name}.ext`), ext);
-    ossl("x509", "-req", "-in", p(`${name}.csr`), "-CA", p("ca.pem"), "-CAkey", p("ca-key.pem"), "-CAcreateserial", "-out", p(`${name}.pem`), "-days", "2", "-extfile", p(`${name}.ext`));
+    ossl(
+      "x509",
+      "-req",
+      "-in",
+      p(`${name}.csr`),
+      "-CA",
+      p("ca.pem"),
+      "-CAkey",
+      p("ca-key.pem"),
+      "-CAcreateserial",
+      "-out",
+      p(`${name}.pem`),
+      "-days",
+      "2",
+      "-extfile",
+      p(`${name}.ext`),
+    );
   };
   const dns = ["istiod.istio-system.svc", ...sans].map((s) => (/^[\d.]+$/.test(s) ? `IP:${s}` : `DNS:${s}`)).join(",");
   leaf("server", `subjectAltName=${dns}\nextendedKeyUsage=serverAuth\n`);
@@ -140,7 +189,10 @@ export class FakeStream {
     const found = this.requests.slice(from).find(pred);
     if (found) return Promise.resolve(found);
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`fake istiod: no matching request within ${timeoutMs} ms; got ${this.requests.map((r) => r.typeUrl).join(", ")}`)), timeoutMs);
+      const t = setTimeout(
+        () => reject(new Error(`fake istiod: no matching request within ${timeoutMs} ms; got ${this.requests.map((r) => r.typeUrl).join(", ")}`)),
+        timeoutMs,
+      );
       this.waiters.push({ pred, from, resolve: (r) => (clearTimeout(t), resolve(r)) });
     });
   }
@@ -156,7 +208,12 @@ export class FakeStream {
       });
       return Buffer.from(this.types.DeltaRes.encode(m).finish());
     }
-    const m = this.types.Res.create({ versionInfo: r.versionInfo ?? "", typeUrl: r.typeUrl, nonce, resources: r.resources.map((a) => ({ typeUrl: a.typeUrl, value: a.value })) });
+    const m = this.types.Res.create({
+      versionInfo: r.versionInfo ?? "",
+      typeUrl: r.typeUrl,
+      nonce,
+      resources: r.resources.map((a) => ({ typeUrl: a.typeUrl, value: a.value })),
+    });
     return Buffer.from(this.types.Res.encode(m).finish());
   }
 
@@ -199,7 +256,10 @@ export class FakeIstiod {
       this.onStream?.(s);
       this.streamWaiters = this.streamWaiters.filter((w) => !w());
     };
-    this.server.addService(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, { StreamAggregatedResources: accept(false), DeltaAggregatedResources: accept(true) });
+    this.server.addService(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, {
+      StreamAggregatedResources: accept(false),
+      DeltaAggregatedResources: accept(true),
+    });
   }
 
   get address(): string {
@@ -209,7 +269,11 @@ export class FakeIstiod {
   async start(): Promise<this> {
     const pki = this.opts.pki;
     const creds = pki
-      ? grpc.ServerCredentials.createSsl(readFileSync(pki.caCert), [{ private_key: readFileSync(pki.serverKey), cert_chain: readFileSync(pki.serverCert) }], this.opts.requireClientCert ?? false)
+      ? grpc.ServerCredentials.createSsl(
+          readFileSync(pki.caCert),
+          [{ private_key: readFileSync(pki.serverKey), cert_chain: readFileSync(pki.serverCert) }],
+          this.opts.requireClientCert ?? false,
+        )
       : grpc.ServerCredentials.createInsecure();
     this.port = await new Promise<number>((res, rej) => this.server.bindAsync(`${this.opts.host ?? "127.0.0.1"}:0`, creds, (e, p) => (e ? rej(e) : res(p))));
     return this;

@@ -18,6 +18,8 @@ export function expectGolden(path: string, actual: string, env: Record<string, s
     const w = want.split("\n");
     let i = 0;
     while (i < a.length && i < w.length && a[i] === w[i]) i++;
-    throw new Error(`${path} differs at line ${i + 1}:\n  golden: ${JSON.stringify(w[i] ?? "<end of file>")}\n  actual: ${JSON.stringify(a[i] ?? "<end of output>")}\n(UPDATE_GOLDEN=1 rewrites it, failing that run)`);
+    throw new Error(
+      `${path} differs at line ${i + 1}:\n  golden: ${JSON.stringify(w[i] ?? "<end of file>")}\n  actual: ${JSON.stringify(a[i] ?? "<end of output>")}\n(UPDATE_GOLDEN=1 rewrites it, failing that run)`,
+    );
   }
 }

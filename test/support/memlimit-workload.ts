@@ -8,7 +8,10 @@ import { MemoryLimiter } from "../../src/lib/memlimit.ts";
 
 const limit = Number(process.argv[2] ?? 0);
 const stop = new AbortController();
-const limiter = limit > 0 ? new MemoryLimiter({ limitBytes: limit, rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true), log: silentLogger(), intervalMs: 50 }) : undefined;
+const limiter =
+  limit > 0
+    ? new MemoryLimiter({ limitBytes: limit, rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true), log: silentLogger(), intervalMs: 50 })
+    : undefined;
 await limiter?.start(stop.signal);
 let peak = 0;
 const live: unknown[] = [];

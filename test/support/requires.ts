@@ -78,7 +78,10 @@ export function describeRequiring(req: Requirements, name: string, fn: () => voi
 export function testRequiring(req: Requirements, name: string, fn: () => unknown | Promise<unknown>, timeout?: number): void {
   const why = unmet(req);
   if (why === undefined) test(name, fn as () => Promise<void>, timeout);
-  else if (inCI()) test(name, () => { throw new Error(`${name}: ${why} (CI=true: missing requirements fail instead of skipping)`); });
+  else if (inCI())
+    test(name, () => {
+      throw new Error(`${name}: ${why} (CI=true: missing requirements fail instead of skipping)`);
+    });
   else {
     recordSkip(name, why);
     test.skip(name, fn as () => Promise<void>);

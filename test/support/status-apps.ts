@@ -42,7 +42,10 @@ export function startFakeEnvoyAdmin(init: { stats?: string; prometheus?: string 
 }
 
 /** HTTP app: `routes` maps a path to a handler; every request is recorded. */
-export function startHttpApp(routes: Record<string, (req: Request) => Response | Promise<Response>>, opts: { hostname?: string; tls?: { cert: string; key: string } } = {}) {
+export function startHttpApp(
+  routes: Record<string, (req: Request) => Response | Promise<Response>>,
+  opts: { hostname?: string; tls?: { cert: string; key: string } } = {},
+) {
   const seen: Recorded[] = [];
   const server = Bun.serve({
     port: 0,
@@ -62,7 +65,27 @@ export function startHttpApp(routes: Record<string, (req: Request) => Response |
 export function selfSignedCert(): { cert: string; key: string } {
   const dir = mkdtempSync(join(tmpdir(), "status-cert-"));
   try {
-    const r = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=app.test", "-keyout", join(dir, "k.pem"), "-out", join(dir, "c.pem")], { stderr: "pipe" });
+    const r = Bun.spawnSync(
+      [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=app.test",
+        "-keyout",
+        join(dir, "k.pem"),
+        "-out",
+        join(dir, "c.pem"),
+      ],
+      { stderr: "pipe" },
+    );
     if (r.exitCode !== 0) throw new Error(`openssl failed: ${r.stderr.toString()}`);
     return { cert: readFileSync(join(dir, "c.pem"), "utf8"), key: readFileSync(join(dir, "k.pem"), "utf8") };
   } finally {
@@ -98,7 +121,15 @@ export async function startGrpcHealthApp(statuses?: Record<string, number>, opts
   const id = (b: Buffer) => b;
   if (statuses) {
     const def: grpc.ServiceDefinition = {
-      Check: { path: "/grpc.health.v1.Health/Check", requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
+      Check: {
+        path: "/grpc.health.v1.Health/Check",
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: id,
+        requestDeserialize: id,
+        responseSerialize: id,
+        responseDeserialize: id,
+      },
     };
     server.addService(def, {
       Check: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
@@ -115,13 +146,14 @@ export async function startGrpcHealthApp(statuses?: Record<string, number>, opts
       },
     });
   }
-  const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
   return { calls, port, close: () => server.forceShutdown() };
 }
 
 /** The first non-loopback IPv4 address of this machine, if any. */
 export function nonLoopbackIPv4(): string | undefined {
-
   for (const addrs of Object.values(networkInterfaces())) {
     for (const a of addrs ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   }

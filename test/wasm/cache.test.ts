@@ -51,17 +51,28 @@ function make(opts: { expiryMs?: number } = {}) {
   const ociFetcher = {
     async prepareFetch(_ref: string, o: { signal: AbortSignal }) {
       calls.ociManifest++;
-      if (oci.delayMs) await new Promise((r, j) => (setTimeout(r, oci.delayMs), o.signal.addEventListener("abort", () => j(new Error("context deadline exceeded")))));
+      if (oci.delayMs)
+        await new Promise((r, j) => (setTimeout(r, oci.delayMs), o.signal.addEventListener("abort", () => j(new Error("context deadline exceeded")))));
       if (oci.fail) throw new Error(oci.fail);
       const binary = oci.binary;
       return { digest: oci.digest, fetchBinary: async () => (calls.ociBinary++, binary) };
     },
   };
-  const cache = new ModuleCache({ dir, moduleExpiryMs: opts.expiryMs ?? 24 * HOUR, insecureRegistries: new Set() }, { http, oci: ociFetcher, metrics: wasmMetrics(registry), log: silentLogger(), clock });
+  const cache = new ModuleCache(
+    { dir, moduleExpiryMs: opts.expiryMs ?? 24 * HOUR, insecureRegistries: new Set() },
+    { http, oci: ociFetcher, metrics: wasmMetrics(registry), log: silentLogger(), clock },
+  );
   return { cache, dir, clock, calls, oci, registry };
 }
 
-const opts = (o: Partial<GetOptions> = {}): GetOptions => ({ checksum: "", resourceName: "namespace.resource", resourceVersion: "0", requestTimeoutMs: 10_000, pullPolicy: "Unspecified" as PullPolicy, ...o });
+const opts = (o: Partial<GetOptions> = {}): GetOptions => ({
+  checksum: "",
+  resourceName: "namespace.resource",
+  resourceVersion: "0",
+  requestTimeoutMs: 10_000,
+  pullPolicy: "Unspecified" as PullPolicy,
+  ...o,
+});
 const TS = "http://127.0.0.1:8080";
 const REG = "oci://registry.test:5000/test/valid/docker";
 
@@ -96,7 +107,9 @@ describe("TestWasmCache", () => {
 
   test("wrong checksum", async () => {
     const { cache, registry, calls } = make();
-    await expect(cache.get(TS, opts({ checksum: "wrongchecksum" }))).rejects.toThrow(`module downloaded from ${TS} has checksum ${httpSum}, which does not match: wrongchecksum`);
+    await expect(cache.get(TS, opts({ checksum: "wrongchecksum" }))).rejects.toThrow(
+      `module downloaded from ${TS} has checksum ${httpSum}, which does not match: wrongchecksum`,
+    );
     expect(calls.http).toBe(1);
     expect(await registry.getSingleMetricAsString("istio_agent_wasm_remote_fetch_count")).toContain('result="checksum_mismatched"} 1');
   });
@@ -242,7 +255,9 @@ describe("TestWasmCache", () => {
 
   test("fetch oci with wrong digest", async () => {
     const { cache, calls } = make();
-    await expect(cache.get(`${REG}:v0.1.0`, opts({ checksum: "wrongdigest" }))).rejects.toThrow(`module downloaded from ${REG}:v0.1.0 has checksum ${DIGEST}, which does not match: wrongdigest`);
+    await expect(cache.get(`${REG}:v0.1.0`, opts({ checksum: "wrongdigest" }))).rejects.toThrow(
+      `module downloaded from ${REG}:v0.1.0 has checksum ${DIGEST}, which does not match: wrongdigest`,
+    );
     expect(calls.ociBinary).toBe(0);
   });
 

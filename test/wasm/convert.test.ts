@@ -42,18 +42,39 @@ const M = {
   nilTypedConfig: () => anyBytes(T.ec, { name: "nil-typed-config" }),
   empty: () => anyEc("empty", T.struct, {}),
   noWasm: () => anyEc("no-wasm", T.typedStruct, { type_url: "type.googleapis.com/sometype" }),
-  noRemoteLoad: () => typedStructEc("no-remote-load", { config: { vmConfig: { runtime: "envoy.wasm.runtime.null", code: { local: { inlineString: "envoy.wasm.metadata_exchange" } } } } }),
+  noRemoteLoad: () =>
+    typedStructEc("no-remote-load", {
+      config: { vmConfig: { runtime: "envoy.wasm.runtime.null", code: { local: { inlineString: "envoy.wasm.metadata_exchange" } } } },
+    }),
   noHttpUri: () => typedStructEc("remote-load-fail", { config: { vmConfig: { code: { remote: {} } } } }),
-  remoteLoadSuccess: () => typedStructEc("remote-load-success", { config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm" } } } } } }),
+  remoteLoadSuccess: () =>
+    typedStructEc("remote-load-success", { config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm" } } } } } }),
   remoteLoadSuccessWithoutTypedStruct: () => anyEc("remote-load-success", T.httpWasm, { config: remoteVm("http://test?module=test.wasm") }),
-  remoteLoadFailClose: () => typedStructEc("remote-load-fail", { config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm&error=download-error" } } } } } }),
-  remoteLoadFailOpen: () => typedStructEc("remote-load-fail", { config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm&error=download-error" } } } }, failOpen: true } }),
+  remoteLoadFailClose: () =>
+    typedStructEc("remote-load-fail", {
+      config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm&error=download-error" } } } } },
+    }),
+  remoteLoadFailOpen: () =>
+    typedStructEc("remote-load-fail", {
+      config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm&error=download-error" } } } }, failOpen: true },
+    }),
   remoteLoadSecret: () =>
-    typedStructEc("remote-load-success", { config: { vmConfig: { code: { remote: { httpUri: { uri: "http://test?module=test.wasm" } } }, environmentVariables: { keyValues: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "secret" } } } } }),
+    typedStructEc("remote-load-success", {
+      config: {
+        vmConfig: {
+          code: { remote: { httpUri: { uri: "http://test?module=test.wasm" } } },
+          environmentVariables: { keyValues: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "secret" } },
+        },
+      },
+    }),
 };
 
 /** The expected outputs, as decoded objects. */
-const LOCAL_FILE = { name: "remote-load-success", typeUrl: URL_OF(T.httpWasm), config: { config: { vm_config: { code: { local: { filename: "test.wasm" } } } } } };
+const LOCAL_FILE = {
+  name: "remote-load-success",
+  typeUrl: URL_OF(T.httpWasm),
+  config: { config: { vm_config: { code: { local: { filename: "test.wasm" } } } } },
+};
 const ALLOW = { name: "remote-load-fail", typeUrl: URL_OF(T.httpRbac), config: { rules_stat_prefix: "wasm-default-allow" } };
 const DENY = { name: "remote-load-fail", typeUrl: URL_OF(T.httpRbac), config: { rules: {}, rules_stat_prefix: "wasm-default-deny" } };
 
@@ -70,8 +91,19 @@ describe("TestWasmConvertWithWrongMessages", () => {
     ["empty wasm in typed struct", () => typedStructEc("wrong-input", {})],
     ["no remote and local code in wasm", () => typedStructEc("wrong-input", { config: { vmConfig: { code: {} } } })],
     ["empty wasm in typed extension config", () => anyEc("wrong-input", T.httpWasm, {})],
-    ["wrong wasm filter value", () => anyBytes(T.ec, { name: "wrong-input", typed_config: { type_url: URL_OF(T.httpWasm), value: encode(T.vmConfig, { runtime: "test", vm_id: "test" }) } })],
-    ["wrong typed struct value", () => anyBytes(T.ec, { name: "wrong-input", typed_config: { type_url: URL_OF(T.typedStruct), value: encode(T.vmConfig, { runtime: "test", vm_id: "test" }) } })],
+    [
+      "wrong wasm filter value",
+      () =>
+        anyBytes(T.ec, { name: "wrong-input", typed_config: { type_url: URL_OF(T.httpWasm), value: encode(T.vmConfig, { runtime: "test", vm_id: "test" }) } }),
+    ],
+    [
+      "wrong typed struct value",
+      () =>
+        anyBytes(T.ec, {
+          name: "wrong-input",
+          typed_config: { type_url: URL_OF(T.typedStruct), value: encode(T.vmConfig, { runtime: "test", vm_id: "test" }) },
+        }),
+    ],
   ];
   for (const [name, input] of cases) {
     test(name, async () => {
@@ -118,7 +150,11 @@ describe("beyond convert_test.go: what convert.go does", () => {
     const out = await converter().c.convertResources([ok, bad, badClosed]);
     expect(out.ok).toBe(true);
     if (!out.ok) return;
-    expect(shape(out.resources[0]!)).toEqual({ name: "net", typeUrl: URL_OF(T.networkWasm), config: { config: { vm_config: { code: { local: { filename: "/data/net.wasm" } } } } } });
+    expect(shape(out.resources[0]!)).toEqual({
+      name: "net",
+      typeUrl: URL_OF(T.networkWasm),
+      config: { config: { vm_config: { code: { local: { filename: "/data/net.wasm" } } } } },
+    });
     expect(shape(out.resources[1]!)).toEqual({ name: "net-bad", typeUrl: URL_OF(T.networkRbac), config: { stat_prefix: "wasm-default-allow" } });
     expect(shape(out.resources[2]!)).toEqual({ name: "net-closed", typeUrl: URL_OF(T.networkRbac), config: { rules: {}, stat_prefix: "wasm-default-deny" } });
   });
@@ -139,9 +175,28 @@ describe("beyond convert_test.go: what convert.go does", () => {
 
   test("ISTIO_META_* VM env keys are stripped; others and host keys stay; policy, version and secret reach the cache", async () => {
     const cache = new MockCache({ secret: "s3cret", policy: "Always" });
-    const keyValues = { ISTIO_META_WASM_IMAGE_PULL_SECRET: "s3cret", ISTIO_META_WASM_IMAGE_PULL_POLICY: "Always", ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION: "42", KEEP: "me" };
-    const r = anyEc("ns.plugin", T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: "http://test?module=m.wasm", timeout: { seconds: 30 } }, sha256: "nil" } }, environment_variables: { key_values: keyValues, host_env_keys: ["HOST"] } } } });
-    const only = anyEc("ns.only", T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: "http://test?module=o.wasm" } } }, environment_variables: { key_values: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "s3cret", ISTIO_META_WASM_IMAGE_PULL_POLICY: "Always" } } } } });
+    const keyValues = {
+      ISTIO_META_WASM_IMAGE_PULL_SECRET: "s3cret",
+      ISTIO_META_WASM_IMAGE_PULL_POLICY: "Always",
+      ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION: "42",
+      KEEP: "me",
+    };
+    const r = anyEc("ns.plugin", T.httpWasm, {
+      config: {
+        vm_config: {
+          code: { remote: { http_uri: { uri: "http://test?module=m.wasm", timeout: { seconds: 30 } }, sha256: "nil" } },
+          environment_variables: { key_values: keyValues, host_env_keys: ["HOST"] },
+        },
+      },
+    });
+    const only = anyEc("ns.only", T.httpWasm, {
+      config: {
+        vm_config: {
+          code: { remote: { http_uri: { uri: "http://test?module=o.wasm" } } },
+          environment_variables: { key_values: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "s3cret", ISTIO_META_WASM_IMAGE_PULL_POLICY: "Always" } },
+        },
+      },
+    });
     const out = await converter(cache).c.convertResources([r, only]);
     if (!out.ok) throw new Error(out.error);
     expect(shape(out.resources[0]!).config.config.vm_config.environment_variables).toEqual({ key_values: { KEEP: "me" }, host_env_keys: ["HOST"] });
@@ -153,24 +208,39 @@ describe("beyond convert_test.go: what convert.go does", () => {
 
   test("an empty pull secret is a fetch failure: deny fallback, the cache is not asked", async () => {
     const cache = new MockCache();
-    const r = anyEc("ns.p", T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: "http://test?module=m.wasm" } } }, environment_variables: { key_values: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "" } } } } });
+    const r = anyEc("ns.p", T.httpWasm, {
+      config: {
+        vm_config: {
+          code: { remote: { http_uri: { uri: "http://test?module=m.wasm" } } },
+          environment_variables: { key_values: { ISTIO_META_WASM_IMAGE_PULL_SECRET: "" } },
+        },
+      },
+    });
     const { c, registry } = converter(cache);
     const out = await c.convertResources([r]);
     if (!out.ok) throw new Error(out.error);
     expect(shape(out.resources[0]!).config).toEqual({ rules: {}, rules_stat_prefix: "wasm-default-deny" });
     expect(cache.calls.length).toBe(0);
-    expect(await registry.getSingleMetricAsString("istio_agent_wasm_config_conversion_count")).toContain('istio_agent_wasm_config_conversion_count{result="fetch_failure"} 1');
+    expect(await registry.getSingleMetricAsString("istio_agent_wasm_config_conversion_count")).toContain(
+      'istio_agent_wasm_config_conversion_count{result="fetch_failure"} 1',
+    );
   });
 
   test("fields the agent does not know survive the rewrite byte for byte", async () => {
-    const wasm = parseFields(encode(T.httpWasm, { config: { name: "p", root_id: "r", ...remoteVm("http://test?module=x.wasm", { vm_id: "v", runtime: "envoy.wasm.runtime.v8" }) } }));
+    const wasm = parseFields(
+      encode(T.httpWasm, { config: { name: "p", root_id: "r", ...remoteVm("http://test?module=x.wasm", { vm_id: "v", runtime: "envoy.wasm.runtime.v8" }) } }),
+    );
     const unknown = lenField(99, new Uint8Array([1, 2, 3]));
     const wasmBytes = encodeFields([...wasm, unknown]);
     const input = anyBytes(T.ec, { name: "n", typed_config: { type_url: URL_OF(T.httpWasm), value: wasmBytes } });
     const out = await converter().c.convertResources([input]);
     if (!out.ok) throw new Error(out.error);
     const r = shape(out.resources[0]!);
-    expect(r.config.config).toEqual({ name: "p", root_id: "r", vm_config: { vm_id: "v", runtime: "envoy.wasm.runtime.v8", code: { local: { filename: "x.wasm" } } } });
+    expect(r.config.config).toEqual({
+      name: "p",
+      root_id: "r",
+      vm_config: { vm_id: "v", runtime: "envoy.wasm.runtime.v8", code: { local: { filename: "x.wasm" } } },
+    });
     const ec = parseFields(parseFields(out.resources[0]!)[1]!.data);
     const tc = parseFields(ec[1]!.data);
     const fields = parseFields(tc[1]!.data);

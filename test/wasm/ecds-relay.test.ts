@@ -43,10 +43,25 @@ async function setup(opts: { delta?: boolean; conversion?: boolean } = {}): Prom
   const { sink, lines } = memoryLogger("all:debug");
   const registry = newRegistry();
   const wasm = createWasmConversion(
-    { dir, insecureRegistries: "", moduleExpiryMs: 86_400_000, purgeIntervalMs: 3_600_000, httpRequestTimeoutMs: 5000, httpRequestMaxRetries: 1, blockedCidrs: "", maxBinaryBytes: 1 << 20 },
+    {
+      dir,
+      insecureRegistries: "",
+      moduleExpiryMs: 86_400_000,
+      purgeIntervalMs: 3_600_000,
+      httpRequestTimeoutMs: 5000,
+      httpRequestMaxRetries: 1,
+      blockedCidrs: "",
+      maxBinaryBytes: 1 << 20,
+    },
     { log: sink.logger("wasm"), registry, clock: { now: () => Date.now() } },
   );
-  const proxy = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), registry, readiness: new Readiness(), dnsEnabled: false, ...(opts.conversion === false ? {} : { ecds: wasm.hook }) });
+  const proxy = createXdsProxy(cfg, {
+    log: sink.logger("xdsproxy"),
+    registry,
+    readiness: new Readiness(),
+    dnsEnabled: false,
+    ...(opts.conversion === false ? {} : { ecds: wasm.hook }),
+  });
   const ac = new AbortController();
   await proxy.start(ac.signal);
   const envoy = new EnvoyClient(proxy.socketPath, opts.delta ?? false);
@@ -67,7 +82,12 @@ async function setup(opts: { delta?: boolean; conversion?: boolean } = {}): Prom
 const wasmResource = (name: string, uri: string, extra: Record<string, unknown> = {}) => ({
   typeUrl: ECDS,
   name,
-  value: readAnyValue(anyBytes(T.ec, { name, typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri, timeout: { seconds: 5 } }, ...extra } } } } }) })),
+  value: readAnyValue(
+    anyBytes(T.ec, {
+      name,
+      typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri, timeout: { seconds: 5 } }, ...extra } } } } }),
+    }),
+  ),
 });
 
 /** The Any's value bytes (FakeStream wraps typeUrl/value into the Any itself). */
@@ -78,7 +98,12 @@ function readAnyValue(anyB: Uint8Array): Uint8Array {
 
 function decodeResponse(b: Buffer, delta: boolean): { versionInfo: string; nonce: string; typeUrl: string; resources: Uint8Array[] } {
   if (delta) {
-    const m = TYPES.DeltaRes.decode(b) as unknown as { systemVersionInfo: string; nonce: string; typeUrl: string; resources: { resource: { typeUrl: string; value: Uint8Array } }[] };
+    const m = TYPES.DeltaRes.decode(b) as unknown as {
+      systemVersionInfo: string;
+      nonce: string;
+      typeUrl: string;
+      resources: { resource: { typeUrl: string; value: Uint8Array } }[];
+    };
     return { versionInfo: m.systemVersionInfo, nonce: m.nonce, typeUrl: m.typeUrl, resources: m.resources.map((r) => anyOf(r.resource)) };
   }
   const m = TYPES.Res.decode(b) as unknown as { versionInfo: string; nonce: string; typeUrl: string; resources: { typeUrl: string; value: Uint8Array }[] };
@@ -96,8 +121,17 @@ for (const delta of [false, true]) {
       const s = await setup({ delta });
       const mod = wasmModule("ecds-basic");
       s.server.route("/plugin.wasm", () => new Response(mod));
-      const other = { typeUrl: ECDS, name: "not-wasm", value: readAnyValue(anyBytes(T.ec, { name: "not-wasm", typed_config: any(T.httpRbac, { rules_stat_prefix: "x" }) })) };
-      s.up.send({ typeUrl: ECDS, versionInfo: "v1", nonce: "e1", resources: [wasmResource("ns.plugin", s.server.url("/plugin.wasm"), { sha256: sha256(mod) }), other] });
+      const other = {
+        typeUrl: ECDS,
+        name: "not-wasm",
+        value: readAnyValue(anyBytes(T.ec, { name: "not-wasm", typed_config: any(T.httpRbac, { rules_stat_prefix: "x" }) })),
+      };
+      s.up.send({
+        typeUrl: ECDS,
+        versionInfo: "v1",
+        nonce: "e1",
+        resources: [wasmResource("ns.plugin", s.server.url("/plugin.wasm"), { sha256: sha256(mod) }), other],
+      });
       const [got] = await s.envoy.waitFor(1);
       const r = decodeResponse(got!, delta);
       expect(r.nonce).toBe("e1");
@@ -144,7 +178,12 @@ for (const delta of [false, true]) {
       s.envoy.send(delta ? { typeUrl: ECDS, responseNonce: "e1" } : { typeUrl: ECDS, versionInfo: "v1", responseNonce: "e1" });
       const from = s.up.requests.length;
       await s.up.nextRequest((r) => r.typeUrl === ECDS && r.responseNonce === "e1", from - 1);
-      s.up.send({ typeUrl: ECDS, versionInfo: "v2", nonce: "e2", resources: [{ typeUrl: ECDS, name: "bad", value: readAnyValue(anyBytes(T.ec, { name: "bad" })) }] });
+      s.up.send({
+        typeUrl: ECDS,
+        versionInfo: "v2",
+        nonce: "e2",
+        resources: [{ typeUrl: ECDS, name: "bad", value: readAnyValue(anyBytes(T.ec, { name: "bad" })) }],
+      });
       const nack = await s.up.nextRequest((r) => r.typeUrl === ECDS && r.responseNonce === "e2");
       expect(nack.errorDetail?.code).toBe(13);
       expect(nack.errorDetail?.message).toContain("does not contain any typed config");
@@ -158,7 +197,24 @@ for (const delta of [false, true]) {
     test("fetch failure with fail_open: Envoy gets the allow-all RBAC filter under the plugin's name", async () => {
       const s = await setup({ delta });
       s.server.route("/broken.wasm", () => new Response("nope", { status: 404 }));
-      s.up.send({ typeUrl: ECDS, versionInfo: "v1", nonce: "e1", resources: [{ ...wasmResource("p", s.server.url("/broken.wasm")), value: readAnyValue(anyBytes(T.ec, { name: "p", typed_config: any(T.httpWasm, { config: { fail_open: true, vm_config: { code: { remote: { http_uri: { uri: s.server.url("/broken.wasm"), timeout: { seconds: 5 } } } } } } }) })) }] });
+      s.up.send({
+        typeUrl: ECDS,
+        versionInfo: "v1",
+        nonce: "e1",
+        resources: [
+          {
+            ...wasmResource("p", s.server.url("/broken.wasm")),
+            value: readAnyValue(
+              anyBytes(T.ec, {
+                name: "p",
+                typed_config: any(T.httpWasm, {
+                  config: { fail_open: true, vm_config: { code: { remote: { http_uri: { uri: s.server.url("/broken.wasm"), timeout: { seconds: 5 } } } } } },
+                }),
+              }),
+            ),
+          },
+        ],
+      });
       const [got] = await s.envoy.waitFor(1);
       const conv = readExtensionConfig(decodeResponse(got!, delta).resources[0]!);
       expect(conv).toMatchObject({ name: "p", typeUrl: URL_OF(T.httpRbac), config: { rules_stat_prefix: "wasm-default-allow" } });

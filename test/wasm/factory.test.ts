@@ -11,7 +11,11 @@ import { newRegistry } from "../../src/lib/metrics.ts";
 import { createWasmConversion } from "../../src/wasm/index.ts";
 import { testConfig } from "../xds/harness.ts";
 
-for (const [value, on] of [["", true], ["true", true], ["false", false]] as const) {
+for (const [value, on] of [
+  ["", true],
+  ["true", true],
+  ["false", false],
+] as const) {
   test(`ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=${JSON.stringify(value)}: conversion ${on ? "built" : "absent"}`, () => {
     const env: Record<string, string> = value === "" ? {} : { ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION: value };
     const cfg = testConfig("/nonexistent", env, { discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE" });
@@ -24,7 +28,16 @@ for (const [value, on] of [["", true], ["true", true], ["false", false]] as cons
 test("settings out of range are named and replaced by Istio's defaults; a bad CIDR is named and skipped", () => {
   const { sink, lines } = memoryLogger("all:debug");
   const w = createWasmConversion(
-    { dir: "/nonexistent", insecureRegistries: "", moduleExpiryMs: 0, purgeIntervalMs: 5, httpRequestTimeoutMs: -1, httpRequestMaxRetries: 0, blockedCidrs: "10.0.0.0/8,bogus", maxBinaryBytes: 1 },
+    {
+      dir: "/nonexistent",
+      insecureRegistries: "",
+      moduleExpiryMs: 0,
+      purgeIntervalMs: 5,
+      httpRequestTimeoutMs: -1,
+      httpRequestMaxRetries: 0,
+      blockedCidrs: "10.0.0.0/8,bogus",
+      maxBinaryBytes: 1,
+    },
     { log: sink.logger("wasm"), registry: newRegistry(), clock: { now: () => 0 } },
   );
   expect(w.component.name).toBe("wasm");
@@ -50,7 +63,12 @@ test("the hook built from AgentConfig loads the conversion on the first ECDS res
     const { hook } = wasmFromConfig(cfg, { sink, registry: newRegistry(), now: () => 0 })!;
     const res = (await import("../xds/harness.ts")).TYPES.Res;
     const A = res.root.lookupType("google.protobuf.Any");
-    const ec = A.decode(anyBytes(T.ec, { name: "p", typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: server.url("/m.wasm") } } } } } }) }));
+    const ec = A.decode(
+      anyBytes(T.ec, {
+        name: "p",
+        typed_config: any(T.httpWasm, { config: { vm_config: { code: { remote: { http_uri: { uri: server.url("/m.wasm") } } } } } }),
+      }),
+    );
     const msg = res.encode(res.create({ typeUrl: URL_OF(T.ec), nonce: "n1", versionInfo: "v1", resources: [ec] })).finish();
     const out = await hook.convert(msg, false);
     if (out.kind !== "forward") throw new Error(JSON.stringify(out));

@@ -58,7 +58,9 @@ describe("TestWasmHTTPFetch", () => {
 
   test("download max retry", async () => {
     const s = server().route("/", () => new Response("", { status: 500 }));
-    await expect(fetcher().fetch(s.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow("wasm module download failed after 5 attempts, last error: wasm module download request failed: status code 500");
+    await expect(fetcher().fetch(s.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow(
+      "wasm module download failed after 5 attempts, last error: wasm module download request failed: status code 500",
+    );
     expect(s.hits.get("/")).toBe(5);
   });
 
@@ -66,7 +68,9 @@ describe("TestWasmHTTPFetch", () => {
     const s = server().route("/", () => new Response("", { status: 500 }));
     const ac = new AbortController();
     ac.abort();
-    await expect(fetcher().fetch(s.url("/"), false, ac.signal)).rejects.toThrow(/wasm module download failed after 1 attempts, last error: GET "[^"]+": deadline exceeded/);
+    await expect(fetcher().fetch(s.url("/"), false, ac.signal)).rejects.toThrow(
+      /wasm module download failed after 1 attempts, last error: GET "[^"]+": deadline exceeded/,
+    );
     expect(s.hits.get("/")).toBeUndefined();
   });
 
@@ -74,7 +78,9 @@ describe("TestWasmHTTPFetch", () => {
     const s = server()
       .route("/404", () => new Response("", { status: 404 }))
       .route("/501", () => new Response("", { status: 501 }));
-    await expect(fetcher().fetch(s.url("/404"), false, AbortSignal.timeout(5000))).rejects.toThrow("after 1 attempts, last error: wasm module download request failed: status code 404");
+    await expect(fetcher().fetch(s.url("/404"), false, AbortSignal.timeout(5000))).rejects.toThrow(
+      "after 1 attempts, last error: wasm module download request failed: status code 404",
+    );
     await expect(fetcher().fetch(s.url("/501"), false, AbortSignal.timeout(5000))).rejects.toThrow("after 1 attempts");
     expect(s.hits.get("/501")).toBe(1);
   });
@@ -94,8 +100,21 @@ describe("TestWasmHTTPFetch", () => {
     const big = new Uint8Array(4096);
     const s = server()
       .route("/declared", () => new Response(big))
-      .route("/streamed", () => new Response(new ReadableStream({ start(c) { for (let i = 0; i < 4; i++) c.enqueue(new Uint8Array(1024)); c.close(); } })));
-    await expect(fetcher({ maxBytes: 1000 }).fetch(s.url("/declared"), false, AbortSignal.timeout(5000))).rejects.toThrow("over the limit of 1000 bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)");
+      .route(
+        "/streamed",
+        () =>
+          new Response(
+            new ReadableStream({
+              start(c) {
+                for (let i = 0; i < 4; i++) c.enqueue(new Uint8Array(1024));
+                c.close();
+              },
+            }),
+          ),
+      );
+    await expect(fetcher({ maxBytes: 1000 }).fetch(s.url("/declared"), false, AbortSignal.timeout(5000))).rejects.toThrow(
+      "over the limit of 1000 bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)",
+    );
     await expect(fetcher({ maxBytes: 1000 }).fetch(s.url("/streamed"), false, AbortSignal.timeout(5000))).rejects.toThrow("exceeds the limit of 1000 bytes");
     expect(s.hits.get("/declared")).toBe(1);
   });
@@ -107,7 +126,12 @@ describe("TestWasmHTTPInsecureServer", () => {
     dirs.push(dir);
     const pki = makeTestPki(dir, ["127.0.0.1"]);
     let hits = 0;
-    const srv = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: readFileSync(pki.serverCert, "utf8"), key: readFileSync(pki.serverKey, "utf8") }, fetch: () => (hits++, new Response("wasm\n")) });
+    const srv = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      tls: { cert: readFileSync(pki.serverCert, "utf8"), key: readFileSync(pki.serverKey, "utf8") },
+      fetch: () => (hits++, new Response("wasm\n")),
+    });
     const stop = { stop: () => srv.stop(true) } as unknown as ModuleServer;
     servers.push(stop);
     return { url: `https://127.0.0.1:${srv.port}/`, hits: () => hits };
@@ -173,7 +197,10 @@ describe("SSRF guard (ssrf_test.go)", () => {
   test("BLOCKED_CIDRS_IN_WASM_FETCH: a bad entry is named and skipped, the others apply (as Istio)", () => {
     expect(parseBlockedCidrs("10.0.0.0/8, nonsense,10.0.0.0/33")).toEqual({
       cidrs: ["10.0.0.0/8"],
-      problems: ['BLOCKED_CIDRS_IN_WASM_FETCH: "nonsense" is not a CIDR (want e.g. 10.0.0.0/8)', 'BLOCKED_CIDRS_IN_WASM_FETCH: "10.0.0.0/33" is not a CIDR (want e.g. 10.0.0.0/8)'],
+      problems: [
+        'BLOCKED_CIDRS_IN_WASM_FETCH: "nonsense" is not a CIDR (want e.g. 10.0.0.0/8)',
+        'BLOCKED_CIDRS_IN_WASM_FETCH: "10.0.0.0/33" is not a CIDR (want e.g. 10.0.0.0/8)',
+      ],
     });
     expect(parseBlockedCidrs(" 10.0.0.0/8 ,, fd00::/8 ").cidrs).toEqual(["10.0.0.0/8", "fd00::/8"]);
   });
@@ -182,7 +209,9 @@ describe("SSRF guard (ssrf_test.go)", () => {
     const target = new ModuleServer().start("127.0.0.2").route("/", () => new Response("should never be reached"));
     servers.push(target);
     const redirector = server().route("/", () => Response.redirect(target.url("/"), 302));
-    await expect(fetcher({ maxAttempts: 1, blocked: ["127.0.0.2/32"] }).fetch(redirector.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow("connection blocked: resolved IP 127.0.0.2 is in blocked CIDR range 127.0.0.2/32");
+    await expect(fetcher({ maxAttempts: 1, blocked: ["127.0.0.2/32"] }).fetch(redirector.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow(
+      "connection blocked: resolved IP 127.0.0.2 is in blocked CIDR range 127.0.0.2/32",
+    );
     expect(target.hits.get("/")).toBeUndefined();
     expect(redirector.hits.get("/")).toBe(1);
   });
@@ -192,7 +221,9 @@ describe("SSRF guard (ssrf_test.go)", () => {
     servers.push(target);
     const redirector = server().route("/", () => Response.redirect(`http://modules.internal.test:${target.port}/m.wasm`, 302));
     const lookup: Lookup = async (h) => (h === "modules.internal.test" ? [{ address: "127.0.0.3", family: 4 }] : []);
-    await expect(fetcher({ blocked: ["127.0.0.3/32"], lookup }).fetch(redirector.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow("resolved IP 127.0.0.3 is in blocked CIDR range 127.0.0.3/32 (host modules.internal.test)");
+    await expect(fetcher({ blocked: ["127.0.0.3/32"], lookup }).fetch(redirector.url("/"), false, AbortSignal.timeout(5000))).rejects.toThrow(
+      "resolved IP 127.0.0.3 is in blocked CIDR range 127.0.0.3/32 (host modules.internal.test)",
+    );
     expect(target.hits.get("/m.wasm")).toBeUndefined();
   });
 

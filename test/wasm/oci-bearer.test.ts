@@ -68,7 +68,10 @@ test("Bearer challenge: token from the realm with the secret's Basic credentials
     fetch(req) {
       const path = new URL(req.url).pathname;
       if (req.headers.get("authorization") !== "Bearer tok-123") {
-        return new Response("", { status: 401, headers: { "www-authenticate": `Bearer realm="http://auth.registry.test:${auth.port}/token",service="registry.test"` } });
+        return new Response("", {
+          status: 401,
+          headers: { "www-authenticate": `Bearer realm="http://auth.registry.test:${auth.port}/token",service="registry.test"` },
+        });
       }
       if (path === "/v2/team/plugin/manifests/v1") return new Response(manifest, { headers: { "content-type": "application/vnd.oci.image.manifest.v1+json" } });
       if (path === `/v2/team/plugin/blobs/${digest(layer)}`) return new Response(layer);
@@ -92,9 +95,15 @@ test("a Bearer realm on a loopback literal is refused before anything is sent to
   let realmHits = 0;
   const realm = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => (realmHits++, Response.json({ token: "t" })) });
   stops.push(() => realm.stop(true));
-  const registry = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("", { status: 401, headers: { "www-authenticate": `Bearer realm="http://127.0.0.1:${realm.port}/token"` } }) });
+  const registry = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: () => new Response("", { status: 401, headers: { "www-authenticate": `Bearer realm="http://127.0.0.1:${realm.port}/token"` } }),
+  });
   stops.push(() => registry.stop(true));
   const f = new OciFetcher({ guard: new AddressGuard([], async () => []), maxBytes: 1 << 20, log: silentLogger() });
-  await expect(f.prepareFetch(`127.0.0.1:${registry.port}/a/b:v1`, { insecure: false, signal: AbortSignal.timeout(5000) })).rejects.toThrow("rejected unsafe bearer realm: realm targets private/loopback/link-local IP");
+  await expect(f.prepareFetch(`127.0.0.1:${registry.port}/a/b:v1`, { insecure: false, signal: AbortSignal.timeout(5000) })).rejects.toThrow(
+    "rejected unsafe bearer realm: realm targets private/loopback/link-local IP",
+  );
   expect(realmHits).toBe(0);
 });

@@ -36,13 +36,29 @@ function conversion(dir: string, insecure = "") {
   const { sink, lines } = memoryLogger("all:debug");
   const registry = newRegistry();
   const w = createWasmConversion(
-    { dir, insecureRegistries: insecure, moduleExpiryMs: 86_400_000, purgeIntervalMs: 3_600_000, httpRequestTimeoutMs: 5000, httpRequestMaxRetries: 2, blockedCidrs: "", maxBinaryBytes: 1 << 20 },
+    {
+      dir,
+      insecureRegistries: insecure,
+      moduleExpiryMs: 86_400_000,
+      purgeIntervalMs: 3_600_000,
+      httpRequestTimeoutMs: 5000,
+      httpRequestMaxRetries: 2,
+      blockedCidrs: "",
+      maxBinaryBytes: 1 << 20,
+    },
     { log: sink.logger("wasm"), registry, clock: { now: () => Date.now() } },
   );
   return { ...w, lines, registry };
 }
 
-const opts = (o: Partial<GetOptions> = {}): GetOptions => ({ checksum: "", resourceName: "ns.plugin", resourceVersion: "1", requestTimeoutMs: 10_000, pullPolicy: "Unspecified", ...o });
+const opts = (o: Partial<GetOptions> = {}): GetOptions => ({
+  checksum: "",
+  resourceName: "ns.plugin",
+  resourceVersion: "1",
+  requestTimeoutMs: 10_000,
+  pullPolicy: "Unspecified",
+  ...o,
+});
 
 describeRequiring(REQ, "OCI Wasm modules from a real registry", () => {
   const reg = new TestRegistry();
@@ -70,7 +86,11 @@ describeRequiring(REQ, "OCI Wasm modules from a real registry", () => {
 
   test("TestImageFetcher_Fetch layouts: OCI compat image, Docker compat image, Wasm artifact; the file is named by the manifest digest", async () => {
     const c = conversion(join(root, "layouts"));
-    for (const [repo, m, digest] of [["wasm/compat", mod, compatDigest], ["wasm/docker", dockerMod, dockerDigest], ["wasm/artifact", artifactMod, artifactDigest]] as const) {
+    for (const [repo, m, digest] of [
+      ["wasm/compat", mod, compatDigest],
+      ["wasm/docker", dockerMod, dockerDigest],
+      ["wasm/artifact", artifactMod, artifactDigest],
+    ] as const) {
       const p = await c.cache.get(`oci://${reg.host}/${repo}:v1`, opts());
       expect(p.endsWith(`/${digest}.wasm`)).toBe(true);
       expect(sha256(readFileSync(p))).toBe(sha256(m));
@@ -114,7 +134,11 @@ describeRequiring(REQ, "OCI Wasm modules from a real registry", () => {
   test("ECDS push with an oci:// module reaches Envoy as a local file, verified (sha256 of the image manifest)", async () => {
     const dir = join(root, "ecds");
     const istiod = await new FakeIstiod({}).start();
-    const cfg = testConfig(root, { ISTIO_META_CLUSTER_ID: "Kubernetes" }, { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "NONE", configPath: join(root, "proxy") });
+    const cfg = testConfig(
+      root,
+      { ISTIO_META_CLUSTER_ID: "Kubernetes" },
+      { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "NONE", configPath: join(root, "proxy") },
+    );
     const c = conversion(dir);
     const { sink } = memoryLogger("all:info");
     const proxy = createXdsProxy(cfg, { log: sink.logger("xdsproxy"), registry: c.registry, readiness: new Readiness(), dnsEnabled: false, ecds: c.hook });

@@ -24,7 +24,8 @@ let cached: protobuf.Root | undefined;
 export function wasmProtoRoot(): protobuf.Root {
   if (cached) return cached;
   const root = new protobuf.Root();
-  root.resolvePath = (origin, target) => ENVOY_API_INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? protobuf.util.path.resolve(origin, target);
+  root.resolvePath = (origin, target) =>
+    ENVOY_API_INCLUDES.map((inc) => join(inc, target)).find((p) => existsSync(p)) ?? protobuf.util.path.resolve(origin, target);
   root.loadSync(FILES, { keepCase: true });
   root.resolveAll();
   return (cached = root);

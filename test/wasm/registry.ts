@@ -40,7 +40,18 @@ export class TestRegistry {
     this.dir = mkdtempSync(join(tmpdir(), "wasm-registry-"));
     const port = await freePort();
     this.host = `127.0.0.1:${port}`;
-    const lines = ["version: 0.1", "log:", "  level: warn", "storage:", "  filesystem:", `    rootdirectory: ${join(this.dir, "data")}`, "  delete:", "    enabled: true", "http:", `  addr: ${this.host}`];
+    const lines = [
+      "version: 0.1",
+      "log:",
+      "  level: warn",
+      "storage:",
+      "  filesystem:",
+      `    rootdirectory: ${join(this.dir, "data")}`,
+      "  delete:",
+      "    enabled: true",
+      "http:",
+      `  addr: ${this.host}`,
+    ];
     if (this.o.tls) lines.push("  tls:", `    certificate: ${this.o.tls.cert}`, `    key: ${this.o.tls.key}`);
     if (this.o.auth) {
       const hash = await Bun.password.hash(this.o.auth.password, { algorithm: "bcrypt", cost: 4 });
@@ -90,7 +101,12 @@ export class TestRegistry {
   /** Put a manifest; returns its digest (hex, as Istio's cache names the module file). */
   async pushManifest(repo: string, tag: string, manifest: object, mediaType: string): Promise<string> {
     const body = new TextEncoder().encode(JSON.stringify(manifest));
-    const r = await fetch(`${this.base}/v2/${repo}/manifests/${tag}`, { tls: { rejectUnauthorized: false }, method: "PUT", body, headers: this.headers({ "content-type": mediaType }) } as RequestInit);
+    const r = await fetch(`${this.base}/v2/${repo}/manifests/${tag}`, {
+      tls: { rejectUnauthorized: false },
+      method: "PUT",
+      body,
+      headers: this.headers({ "content-type": mediaType }),
+    } as RequestInit);
     if (r.status !== 201) throw new Error(`manifest put: ${r.status} ${await r.text()}`);
     return digestOf(body).slice("sha256:".length);
   }

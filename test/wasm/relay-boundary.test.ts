@@ -25,7 +25,15 @@ function response(typeUrl: string, nonce: string, size: number): Buffer {
 
 test("a converted ECDS response waits for the end of a response being cut through, then follows it", async () => {
   const written: Buffer[] = [];
-  const down: DownstreamCall = { delta: false, path: "/x", write: (b) => (written.push(Buffer.from(b)), true), pause() {}, resume() {}, finish() {}, finished: false };
+  const down: DownstreamCall = {
+    delta: false,
+    path: "/x",
+    write: (b) => (written.push(Buffer.from(b)), true),
+    pause() {},
+    resume() {},
+    finish() {},
+    finished: false,
+  };
   let up!: UpstreamHandlers;
   let resolveEcds!: (r: EcdsResult) => void;
   const converted = Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl: ECDS, nonce: "e1", versionInfo: "converted" })).finish());
@@ -34,7 +42,18 @@ test("a converted ECDS response waits for the end of a response being cut throug
     observeRequest() {},
     convert: () => new Promise((r) => (resolveEcds = r)),
   };
-  const relay = new StreamRelay(down, { codec: lazyXdsCodec(), internal: new Map(), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: () => 0 }), metrics: xdsMetrics(newRegistry()), onUpstreamConnected() {}, ecds: hook });
+  const relay = new StreamRelay(down, {
+    codec: lazyXdsCodec(),
+    internal: new Map(),
+    initialRequests: [],
+    lastHealth: () => undefined,
+    maxRequestBytes: 1 << 20,
+    log: silentLogger(),
+    logLimit: new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: () => 0 }),
+    metrics: xdsMetrics(newRegistry()),
+    onUpstreamConnected() {},
+    ecds: hook,
+  });
   const fromEnvoy = relay.start({ describe: "fake", open: (_m, h) => ((up = h), { write: () => true, pause() {}, resume() {}, close() {} }) });
   fromEnvoy.onData(grpcFrame(TYPES.Req.encode(TYPES.Req.create({ typeUrl: LDS })).finish())); // the upstream is dialled on Envoy's first request
   up.onConnected();

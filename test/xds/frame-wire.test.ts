@@ -61,7 +61,11 @@ describe("varints at the 10-byte limit", () => {
   });
   test("an 11th byte is never read", () => {
     const tenContinuations = Array(10).fill(0x80);
-    expect(frameError(() => checkMessage(b(0x08, ...tenContinuations, 0x00)))).toEqual({ name: "FrameError", message: "varint longer than 10 bytes at byte 1", offset: 1 });
+    expect(frameError(() => checkMessage(b(0x08, ...tenContinuations, 0x00)))).toEqual({
+      name: "FrameError",
+      message: "varint longer than 10 bytes at byte 1",
+      offset: 1,
+    });
   });
   test("values keep the first 56 bits (8 groups of 7)", () => {
     expect(readVarint(b(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), 0, 9)).toEqual([2 ** 56 - 1, 9]);
@@ -70,7 +74,10 @@ describe("varints at the 10-byte limit", () => {
 
 describe("peekResponseType on hand-made responses", () => {
   const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-  const any = (...fields: (number | string)[]) => { const inner = b(...fields); return [0x12, inner.length, ...inner]; };
+  const any = (...fields: (number | string)[]) => {
+    const inner = b(...fields);
+    return [0x12, inner.length, ...inner];
+  };
   test("the Any's type_url is found after its value", () => {
     const msg = b(...any(...str(2, "x"), ...str(1, "a/b")), ...str(4, CDS));
     expect(peekResponseType(msg, msg.length, msg.length, false)).toBe("a/b");
@@ -87,11 +94,19 @@ describe("peekResponseType on hand-made responses", () => {
   test("Delta: Resource.resource that is not a message is an error", () => {
     const resource = b(0x10, 0x01);
     const msg = b(0x12, resource.length, ...resource);
-    expect(frameError(() => peekResponseType(msg, msg.length, msg.length, true))).toEqual({ name: "FrameError", message: "Resource.resource should be a message at byte 3", offset: 3 });
+    expect(frameError(() => peekResponseType(msg, msg.length, msg.length, true))).toEqual({
+      name: "FrameError",
+      message: "Resource.resource should be a message at byte 3",
+      offset: 3,
+    });
   });
   test("resources that are not messages are an error", () => {
     const msg = b(0x10, 0x01);
-    expect(frameError(() => peekResponseType(msg, msg.length, msg.length, false))).toEqual({ name: "FrameError", message: "resources should be messages at byte 1", offset: 1 });
+    expect(frameError(() => peekResponseType(msg, msg.length, msg.length, false))).toEqual({
+      name: "FrameError",
+      message: "resources should be messages at byte 1",
+      offset: 1,
+    });
   });
   test.each([
     ["a tag", [0x80], "truncated field tag at byte 2"],

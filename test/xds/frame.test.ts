@@ -10,7 +10,11 @@ function sotw(r: { typeUrl: string; versionInfo?: string; resources: { typeUrl: 
   return Buffer.from(TYPES.Res.encode(TYPES.Res.create({ ...r, nonce: "n" })).finish());
 }
 function delta(r: { typeUrl: string; resources: { typeUrl: string; value: Uint8Array }[] }): Buffer {
-  return Buffer.from(TYPES.DeltaRes.encode(TYPES.DeltaRes.create({ typeUrl: r.typeUrl, nonce: "n", resources: r.resources.map((a, i) => ({ version: "1", name: `r${i}`, resource: a })) })).finish());
+  return Buffer.from(
+    TYPES.DeltaRes.encode(
+      TYPES.DeltaRes.create({ typeUrl: r.typeUrl, nonce: "n", resources: r.resources.map((a, i) => ({ version: "1", name: `r${i}`, resource: a })) }),
+    ).finish(),
+  );
 }
 
 describe("readVarint", () => {
@@ -97,11 +101,14 @@ describe("gRPC framing", () => {
     for (const step of [1, 3, 5, 7, 1000, wire.length]) {
       const out: Buffer[] = [];
       let cur: MessageBuffer | undefined;
-      const d = new GrpcDeframer({ onHeader: (c, len) => (expect(c).toBe(false), (cur = new MessageBuffer(len))), onBody: (b) => cur!.append(b), onEnd: () => out.push(Buffer.from(cur!.view())) });
+      const d = new GrpcDeframer({
+        onHeader: (c, len) => (expect(c).toBe(false), (cur = new MessageBuffer(len))),
+        onBody: (b) => cur!.append(b),
+        onEnd: () => out.push(Buffer.from(cur!.view())),
+      });
       for (let i = 0; i < wire.length; i += step) d.push(wire.subarray(i, i + step));
       expect(d.idle).toBe(true);
       expect(out.map((b) => b.toString("hex"))).toEqual(msgs.map((b) => b.toString("hex")));
     }
   });
 });
-

@@ -28,13 +28,22 @@ function rng(seed: number): () => number {
 const rand = rng(1337);
 const ri = (n: number) => Math.floor(rand() * n);
 
-const TYPE_URLS = ["type.googleapis.com/envoy.config.cluster.v3.Cluster", "type.googleapis.com/envoy.config.listener.v3.Listener", NAME_TABLE_TYPE, "type.googleapis.com/other.Thing", ""];
+const TYPE_URLS = [
+  "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+  "type.googleapis.com/envoy.config.listener.v3.Listener",
+  NAME_TABLE_TYPE,
+  "type.googleapis.com/other.Thing",
+  "",
+];
 function seedResponse(isDelta: boolean): Buffer {
   return seedResponseOf(isDelta, TYPE_URLS[ri(TYPE_URLS.length)]!);
 }
 function seedResponseOf(isDelta: boolean, t: string): Buffer {
   const resources = Array.from({ length: ri(3) }, () => ({ typeUrl: t, value: Buffer.alloc(ri(300), ri(256)) }));
-  if (isDelta) return Buffer.from(TYPES.DeltaRes.encode(TYPES.DeltaRes.create({ typeUrl: t, nonce: "n", resources: resources.map((r, i) => ({ name: `r${i}`, resource: r })) })).finish());
+  if (isDelta)
+    return Buffer.from(
+      TYPES.DeltaRes.encode(TYPES.DeltaRes.create({ typeUrl: t, nonce: "n", resources: resources.map((r, i) => ({ name: `r${i}`, resource: r })) })).finish(),
+    );
   return Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl: t, versionInfo: "1", nonce: "n", resources })).finish());
 }
 function seedRequest(isDelta: boolean): Buffer {
@@ -115,7 +124,17 @@ test("relay: 100k random and mutated frames, statuses for bad ones, valid ones p
       describe: "fuzz",
       open: (_m, h) => ((uh = h), { write: (b) => (up.push(Buffer.from(b)), true), pause() {}, resume() {}, close() {} }),
     };
-    const relay = new StreamRelay(call, { codec, internal: new Map([[NAME_TABLE_TYPE, () => {}]]), initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }), metrics, onUpstreamConnected() {} });
+    const relay = new StreamRelay(call, {
+      codec,
+      internal: new Map([[NAME_TABLE_TYPE, () => {}]]),
+      initialRequests: [],
+      lastHealth: () => undefined,
+      maxRequestBytes: 1 << 20,
+      log: silentLogger(),
+      logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }),
+      metrics,
+      onUpstreamConnected() {},
+    });
     const dh = relay.start(upstream);
     dh.onData(grpcFrame(seedRequest(isDelta))); // the upstream is dialed on the first request
     uh.onConnected();
@@ -130,7 +149,7 @@ test("relay: 100k random and mutated frames, statuses for bad ones, valid ones p
       if (compressed) frame[0] = 1; // compressed flag
       // deliver in random chunks
       const before = toUpstream ? up.length : down.length;
-      for (let i = 0; i < frame.length; ) {
+      for (let i = 0; i < frame.length;) {
         const n = 1 + ri(frame.length);
         (toUpstream ? dh.onData : uh.onData)(frame.subarray(i, i + n));
         i += n;

@@ -29,10 +29,24 @@ afterAll(async () => {
 
 test("grpc-js-xds resolves xds:///echo through the agent and calls the test server", async () => {
   const id = (b: Buffer) => b;
-  const echoDef = { Say: { path: "/test.Echo/Say", requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } };
+  const echoDef = {
+    Say: {
+      path: "/test.Echo/Say",
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: id,
+      requestDeserialize: id,
+      responseSerialize: id,
+      responseDeserialize: id,
+    },
+  };
   echo = new grpc.Server();
-  echo.addService(echoDef as unknown as grpc.ServiceDefinition, { Say: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.concat([Buffer.from("echo:"), call.request])) });
-  const echoPort = await new Promise<number>((res, rej) => echo!.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  echo.addService(echoDef as unknown as grpc.ServiceDefinition, {
+    Say: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.concat([Buffer.from("echo:"), call.request])),
+  });
+  const echoPort = await new Promise<number>((res, rej) =>
+    echo!.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
 
   const root = envoyRoot();
   const router = T(root, "envoy.extensions.filters.http.router.v3.Router", {});
@@ -41,9 +55,44 @@ test("grpc-js-xds resolves xds:///echo through the agent and calls the test serv
     http_filters: [{ name: "router", typed_config: { type_url: url("envoy.extensions.filters.http.router.v3.Router"), value: router } }],
   });
   const table = new Map<string, AnyResource[]>([
-    [url("envoy.config.listener.v3.Listener"), [{ typeUrl: url("envoy.config.listener.v3.Listener"), value: T(root, "envoy.config.listener.v3.Listener", { name: "echo", api_listener: { api_listener: { type_url: url("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"), value: hcm } } }) }]],
-    [url("envoy.config.route.v3.RouteConfiguration"), [{ typeUrl: url("envoy.config.route.v3.RouteConfiguration"), value: T(root, "envoy.config.route.v3.RouteConfiguration", { name: "echo-route", virtual_hosts: [{ name: "vh", domains: ["*"], routes: [{ match: { prefix: "" }, route: { cluster: "echo-cluster" } }] }] }) }]],
-    [url("envoy.config.cluster.v3.Cluster"), [{ typeUrl: url("envoy.config.cluster.v3.Cluster"), value: T(root, "envoy.config.cluster.v3.Cluster", { name: "echo-cluster", type: "EDS", eds_cluster_config: { eds_config: { ads: {} } }, lb_policy: "ROUND_ROBIN" }) }]],
+    [
+      url("envoy.config.listener.v3.Listener"),
+      [
+        {
+          typeUrl: url("envoy.config.listener.v3.Listener"),
+          value: T(root, "envoy.config.listener.v3.Listener", {
+            name: "echo",
+            api_listener: { api_listener: { type_url: url("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"), value: hcm } },
+          }),
+        },
+      ],
+    ],
+    [
+      url("envoy.config.route.v3.RouteConfiguration"),
+      [
+        {
+          typeUrl: url("envoy.config.route.v3.RouteConfiguration"),
+          value: T(root, "envoy.config.route.v3.RouteConfiguration", {
+            name: "echo-route",
+            virtual_hosts: [{ name: "vh", domains: ["*"], routes: [{ match: { prefix: "" }, route: { cluster: "echo-cluster" } }] }],
+          }),
+        },
+      ],
+    ],
+    [
+      url("envoy.config.cluster.v3.Cluster"),
+      [
+        {
+          typeUrl: url("envoy.config.cluster.v3.Cluster"),
+          value: T(root, "envoy.config.cluster.v3.Cluster", {
+            name: "echo-cluster",
+            type: "EDS",
+            eds_cluster_config: { eds_config: { ads: {} } },
+            lb_policy: "ROUND_ROBIN",
+          }),
+        },
+      ],
+    ],
     [
       url("envoy.config.endpoint.v3.ClusterLoadAssignment"),
       [
@@ -51,7 +100,13 @@ test("grpc-js-xds resolves xds:///echo through the agent and calls the test serv
           typeUrl: url("envoy.config.endpoint.v3.ClusterLoadAssignment"),
           value: T(root, "envoy.config.endpoint.v3.ClusterLoadAssignment", {
             cluster_name: "echo-cluster",
-            endpoints: [{ locality: { region: "r1" }, load_balancing_weight: { value: 1 }, lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: echoPort } } } }] }],
+            endpoints: [
+              {
+                locality: { region: "r1" },
+                load_balancing_weight: { value: 1 },
+                lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: echoPort } } } }],
+              },
+            ],
           }),
         },
       ],
@@ -74,7 +129,11 @@ test("grpc-js-xds resolves xds:///echo through the agent and calls the test serv
   const Ctor = grpc.makeGenericClientConstructor(echoDef as unknown as grpc.ServiceDefinition, "echo");
   const client = new Ctor("xds:///echo", grpc.credentials.createInsecure());
   const reply = await new Promise<Buffer>((res, rej) => {
-    (client as unknown as { Say(b: Buffer, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Buffer) => void): void }).Say(Buffer.from("hi"), { deadline: Date.now() + 10_000 }, (e, r) => (e ? rej(e) : res(r)));
+    (client as unknown as { Say(b: Buffer, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Buffer) => void): void }).Say(
+      Buffer.from("hi"),
+      { deadline: Date.now() + 10_000 },
+      (e, r) => (e ? rej(e) : res(r)),
+    );
   });
   client.close();
   expect(reply.toString()).toBe("echo:hi");

@@ -51,7 +51,12 @@ const RESP1: HeaderList = [
   ["date", DATE1],
   ["location", LOC],
 ];
-const RESP2: HeaderList = [[":status", "307"], ["cache-control", "private"], ["date", DATE1], ["location", LOC]];
+const RESP2: HeaderList = [
+  [":status", "307"],
+  ["cache-control", "private"],
+  ["date", DATE1],
+  ["location", LOC],
+];
 const RESP3: HeaderList = [
   [":status", "200"],
   ["cache-control", "private"],
@@ -104,11 +109,7 @@ describe("HPACK: RFC 7541 Appendix C", () => {
   };
 
   test("C.3 requests without Huffman, dynamic table carried across three blocks", () => {
-    requestSequence([
-      "828684410f7777772e6578616d706c652e636f6d",
-      "828684be58086e6f2d6361636865",
-      "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565",
-    ]);
+    requestSequence(["828684410f7777772e6578616d706c652e636f6d", "828684be58086e6f2d6361636865", "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565"]);
   });
 
   test("C.4 requests with Huffman", () => {

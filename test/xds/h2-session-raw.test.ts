@@ -84,7 +84,8 @@ async function rawServer(opts: Partial<H2SessionOptions> = {}, peerSettings: [nu
 
 const dataOn = (id: number, body: Buffer | string, flags = 0) => rawFrame(T.DATA, flags, id, Buffer.from(body));
 const total = (fs: RawFrame[]) => fs.reduce((n, f) => n + f.payload.length, 0);
-const readSettings = (f: RawFrame) => new Map(Array.from({ length: f.payload.length / 6 }, (_, i) => [f.payload.readUInt16BE(i * 6), f.payload.readUInt32BE(i * 6 + 2)] as const));
+const readSettings = (f: RawFrame) =>
+  new Map(Array.from({ length: f.payload.length / 6 }, (_, i) => [f.payload.readUInt16BE(i * 6), f.payload.readUInt32BE(i * 6 + 2)] as const));
 
 /** Take DATA frames on `id` until `n` bytes have arrived. */
 async function takeData(peer: RawPeer, id: number, n: number): Promise<Buffer> {
@@ -128,7 +129,14 @@ describe("connection setup and control frames", () => {
 
   test("unknown frame types and unknown flags are ignored", async () => {
     const { peer, recs } = await rawServer();
-    peer.send(rawFrame(0xfa, 0xff, 0, Buffer.from("ignore me")), rawFrame(0x20, 0, 1, Buffer.alloc(40)), headersFrame(1, GRPC_REQUEST, F.END_HEADERS | 0x40), rawFrame(0xfb, 0, 1, Buffer.alloc(3)), dataOn(1, "ok", F.END_STREAM | 0x10), ping(Buffer.alloc(8, 7)));
+    peer.send(
+      rawFrame(0xfa, 0xff, 0, Buffer.from("ignore me")),
+      rawFrame(0x20, 0, 1, Buffer.alloc(40)),
+      headersFrame(1, GRPC_REQUEST, F.END_HEADERS | 0x40),
+      rawFrame(0xfb, 0, 1, Buffer.alloc(3)),
+      dataOn(1, "ok", F.END_STREAM | 0x10),
+      ping(Buffer.alloc(8, 7)),
+    );
     await peer.next((f) => f.type === T.PING && f.flags === F.ACK);
     await until(() => recs[0]?.ended === true, 5000, "the stream to end");
     expect(Buffer.concat(recs[0]!.data).toString()).toBe("ok");
@@ -239,7 +247,11 @@ describe("header blocks", () => {
   test("HEADERS + CONTINUATION + CONTINUATION make one block; END_STREAM on HEADERS ends the stream", async () => {
     const { peer, recs } = await rawServer();
     const block = literalBlock([...GRPC_REQUEST, ["x-big", "b".repeat(3000)]]);
-    peer.send(rawFrame(T.HEADERS, F.END_STREAM, 1, block.subarray(0, 10)), rawFrame(T.CONTINUATION, 0, 1, block.subarray(10, 2000)), rawFrame(T.CONTINUATION, F.END_HEADERS, 1, block.subarray(2000)));
+    peer.send(
+      rawFrame(T.HEADERS, F.END_STREAM, 1, block.subarray(0, 10)),
+      rawFrame(T.CONTINUATION, 0, 1, block.subarray(10, 2000)),
+      rawFrame(T.CONTINUATION, F.END_HEADERS, 1, block.subarray(2000)),
+    );
     await until(() => recs[0]?.ended === true, 5000, "the stream to end");
     expect(recs[0]!.headers).toEqual([...GRPC_REQUEST, ["x-big", "b".repeat(3000)]]);
   });
@@ -299,7 +311,7 @@ describe("header blocks", () => {
       const sock = new FakeSocket();
       const recs: Rec[] = [];
       const s = new H2Session(sock, { role: "server", onStream: (st, h) => recs.push(record(st, h)) });
-      for (let p = 0; p < wire.length; ) {
+      for (let p = 0; p < wire.length;) {
         const n = chunking === "byte" ? 1 : chunking === "whole" ? wire.length : 1 + rnd(40);
         sock.feed(wire.subarray(p, p + n));
         p += n;
@@ -360,10 +372,17 @@ describe("flow control", () => {
   });
 
   test("the peer's SETTINGS_MAX_FRAME_SIZE bounds our DATA frames", async () => {
-    const { peer } = await rawServer({}, [[S.MAX_FRAME_SIZE, 20_000], [S.INITIAL_WINDOW_SIZE, 1 << 20]], (r) => {
-      r.st.respond([[":status", "200"]]);
-      r.st.write(Buffer.alloc(50_000, 3));
-    });
+    const { peer } = await rawServer(
+      {},
+      [
+        [S.MAX_FRAME_SIZE, 20_000],
+        [S.INITIAL_WINDOW_SIZE, 1 << 20],
+      ],
+      (r) => {
+        r.st.respond([[":status", "200"]]);
+        r.st.write(Buffer.alloc(50_000, 3));
+      },
+    );
     peer.send(windowUpdate(0, 1 << 20), headersFrame(1));
     await takeData(peer, 1, 50_000);
     const sizes = peer.seen.filter((f) => f.type === T.DATA).map((f) => f.payload.length);
@@ -658,7 +677,22 @@ describe("client role against a raw server", () => {
     const { peer, session, closed } = await rawClient();
     const r = record(session.request(GRPC_REQUEST), []);
     await peer.nextOf(T.HEADERS, 1);
-    peer.send(rawFrame(T.PUSH_PROMISE, F.END_HEADERS, 1, Buffer.concat([u32(2), literalBlock([[":method", "GET"], [":path", "/p"], [":scheme", "http"], [":authority", "x"]])])));
+    peer.send(
+      rawFrame(
+        T.PUSH_PROMISE,
+        F.END_HEADERS,
+        1,
+        Buffer.concat([
+          u32(2),
+          literalBlock([
+            [":method", "GET"],
+            [":path", "/p"],
+            [":scheme", "http"],
+            [":authority", "x"],
+          ]),
+        ]),
+      ),
+    );
     expect((await peer.goaway()).code).toBe(E.PROTOCOL_ERROR);
     await until(() => closed() !== undefined, 5000, "session close");
     expect(closed()!.error).toBeDefined();

@@ -21,7 +21,13 @@ const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const get = (h: HeaderList, n: string) => h.find(([k]) => k === n)?.[1];
 
 /** A server stream that echoes DATA back by reference (pausing on backpressure) and ends with trailers. */
-function echo(st: H2Stream, trailers: HeaderList = [["grpc-status", "0"], ["grpc-message", "ok"]]): void {
+function echo(
+  st: H2Stream,
+  trailers: HeaderList = [
+    ["grpc-status", "0"],
+    ["grpc-message", "ok"],
+  ],
+): void {
   st.respond([
     [":status", "200"],
     ["content-type", "application/grpc"],
@@ -172,7 +178,11 @@ describe("our server, node:http2 client", () => {
     expect(h["grpc-status"]).toBe("12");
     expect(h["grpc-message"]).toBe("unknown%20method");
     expect((await withTimeout(got.body, 5000, "end")).length).toBe(0);
-    const rtt = await withTimeout(new Promise<number>((r, j) => c.ping(Buffer.from("abcdefgh"), (e, d, payload) => (e ? j(e) : r(payload.length)))), 5000, "PING ACK");
+    const rtt = await withTimeout(
+      new Promise<number>((r, j) => c.ping(Buffer.from("abcdefgh"), (e, d, payload) => (e ? j(e) : r(payload.length)))),
+      5000,
+      "PING ACK",
+    );
     expect(rtt).toBe(8);
   });
 
@@ -306,7 +316,11 @@ describe("our client, node:http2 server", () => {
     expect(r.headers.length).toBe(1);
     expect(get(r.headers[0]!, "grpc-status")).toBe("14");
     expect(get(r.headers[0]!, "grpc-message")).toBe("draining");
-    const n = await withTimeout(new Promise<number>((res, j) => sessions[0]!.ping(Buffer.from("12345678"), (e, _d, p) => (e ? j(e) : res(p.length)))), 5000, "PING ACK");
+    const n = await withTimeout(
+      new Promise<number>((res, j) => sessions[0]!.ping(Buffer.from("12345678"), (e, _d, p) => (e ? j(e) : res(p.length)))),
+      5000,
+      "PING ACK",
+    );
     expect(n).toBe(8);
   });
 

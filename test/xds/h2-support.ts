@@ -9,9 +9,31 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { H2Session, type H2SessionOptions } from "../../src/xds/h2/session.ts";
 
-export const T = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
+export const T = {
+  DATA: 0,
+  HEADERS: 1,
+  PRIORITY: 2,
+  RST_STREAM: 3,
+  SETTINGS: 4,
+  PUSH_PROMISE: 5,
+  PING: 6,
+  GOAWAY: 7,
+  WINDOW_UPDATE: 8,
+  CONTINUATION: 9,
+} as const;
 export const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
-export const E = { NO_ERROR: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2, FLOW_CONTROL_ERROR: 3, STREAM_CLOSED: 5, FRAME_SIZE_ERROR: 6, REFUSED_STREAM: 7, CANCEL: 8, COMPRESSION_ERROR: 9, ENHANCE_YOUR_CALM: 11 } as const;
+export const E = {
+  NO_ERROR: 0,
+  PROTOCOL_ERROR: 1,
+  INTERNAL_ERROR: 2,
+  FLOW_CONTROL_ERROR: 3,
+  STREAM_CLOSED: 5,
+  FRAME_SIZE_ERROR: 6,
+  REFUSED_STREAM: 7,
+  CANCEL: 8,
+  COMPRESSION_ERROR: 9,
+  ENHANCE_YOUR_CALM: 11,
+} as const;
 export const CLIENT_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
 export interface RawFrame {
@@ -82,7 +104,8 @@ export const GRPC_REQUEST: [string, string][] = [
   ["te", "trailers"],
 ];
 
-export const headersFrame = (stream: number, headers: [string, string][] = GRPC_REQUEST, flags: number = F.END_HEADERS) => rawFrame(T.HEADERS, flags, stream, literalBlock(headers));
+export const headersFrame = (stream: number, headers: [string, string][] = GRPC_REQUEST, flags: number = F.END_HEADERS) =>
+  rawFrame(T.HEADERS, flags, stream, literalBlock(headers));
 
 /** A raw HTTP/2 peer: sends what it is told, parses what comes back into frames. */
 export class RawPeer {
@@ -135,7 +158,12 @@ export class RawPeer {
     while (this.buf.length >= 9) {
       const len = this.buf.readUIntBE(0, 3);
       if (this.buf.length < 9 + len) break;
-      const f: RawFrame = { type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: Buffer.from(this.buf.subarray(9, 9 + len)) };
+      const f: RawFrame = {
+        type: this.buf[3]!,
+        flags: this.buf[4]!,
+        stream: this.buf.readUInt32BE(5) & 0x7fffffff,
+        payload: Buffer.from(this.buf.subarray(9, 9 + len)),
+      };
       this.buf = this.buf.subarray(9 + len);
       this.frames.push(f);
       this.seen.push(f);
@@ -169,7 +197,11 @@ export class RawPeer {
   }
 
   nextOf(type: number, stream?: number, timeoutMs = 5000): Promise<RawFrame> {
-    return this.next((f) => f.type === type && (stream === undefined || f.stream === stream), timeoutMs, `frame type ${type}${stream === undefined ? "" : ` on stream ${stream}`}`);
+    return this.next(
+      (f) => f.type === type && (stream === undefined || f.stream === stream),
+      timeoutMs,
+      `frame type ${type}${stream === undefined ? "" : ` on stream ${stream}`}`,
+    );
   }
 
   async goaway(timeoutMs = 5000): Promise<{ last: number; code: number; debug: string }> {

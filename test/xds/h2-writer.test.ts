@@ -92,7 +92,10 @@ test("DATA frames are cut at the peer's max frame size across piece boundaries; 
 
 test("socket writes are at most 128 KiB; a piece of 128 KiB or more is handed over as it is, not copied", async () => {
   const sock = new SlowSocket(false);
-  const st = await serverStream(sock, [[S.INITIAL_WINDOW_SIZE, 16 << 20], [S.MAX_FRAME_SIZE, 16_777_215]]);
+  const st = await serverStream(sock, [
+    [S.INITIAL_WINDOW_SIZE, 16 << 20],
+    [S.MAX_FRAME_SIZE, 16_777_215],
+  ]);
   const big = Buffer.alloc(300 * 1024, 9);
   const small = Array.from({ length: 40 }, (_, i) => Buffer.alloc(16 * 1024, i));
   for (const s of small) st.write(s); // 640 KiB in 16 KiB pieces: copied together into batches
@@ -123,7 +126,7 @@ test("slow reader: the socket holds at most its budget and one batch beyond what
   const results: boolean[] = [];
   let producing = true;
   const producer = (async () => {
-    for (let i = 0; i < payload.length; ) {
+    for (let i = 0; i < payload.length;) {
       // One turn: what one socket read of istiod's delivered, written whatever write() says
       // (the relay pauses the source, it cannot unread bytes it already has).
       const before = drained;

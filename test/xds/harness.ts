@@ -51,7 +51,17 @@ export interface Harness {
   stop(): Promise<void>;
 }
 
-export async function startHarness(opts: { env?: Record<string, string>; pc?: Partial<ProxyConfig>; dns?: boolean; token?: string | null; tls?: boolean; requireClientCert?: boolean; sans?: string[] } = {}): Promise<Harness> {
+export async function startHarness(
+  opts: {
+    env?: Record<string, string>;
+    pc?: Partial<ProxyConfig>;
+    dns?: boolean;
+    token?: string | null;
+    tls?: boolean;
+    requireClientCert?: boolean;
+    sans?: string[];
+  } = {},
+): Promise<Harness> {
   const root = mkdtempSync(join(tmpdir(), "xds-test-"));
   const pki = makeTestPki(join(root, "pki"), opts.sans ?? []);
   const tls = opts.tls ?? true;
@@ -107,7 +117,10 @@ export class EnvoyClient {
   readonly status: Promise<grpc.StatusObject>;
   private waiters: (() => void)[] = [];
 
-  constructor(socketPath: string, readonly delta = false) {
+  constructor(
+    socketPath: string,
+    readonly delta = false,
+  ) {
     const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, "ads");
     this.client = new Ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": -1 });
     const c = this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Buffer, Buffer>>;

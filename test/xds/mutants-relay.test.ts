@@ -16,7 +16,19 @@ import { StreamRelay } from "../../src/xds/relay.ts";
 import type { EcdsHook, EcdsResult } from "../../src/wasm/ecds.ts";
 import { until } from "../sds/fake-clock.ts";
 import {
-  ADS_SERVICE, Code, DELTA_PATH, HEALTH_INFO_TYPE, LISTENER_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE, REFLECTION_PATHS, routeOf, SOTW_PATH, TYPE_PREFIX, WORKLOAD_TYPE, type GrpcStatus,
+  ADS_SERVICE,
+  Code,
+  DELTA_PATH,
+  HEALTH_INFO_TYPE,
+  LISTENER_TYPE,
+  NAME_TABLE_TYPE,
+  PROXY_CONFIG_TYPE,
+  REFLECTION_PATHS,
+  routeOf,
+  SOTW_PATH,
+  TYPE_PREFIX,
+  WORKLOAD_TYPE,
+  type GrpcStatus,
 } from "../../src/xds/types.ts";
 import type { UpstreamHandlers } from "../../src/xds/upstream.ts";
 import { TYPES } from "./harness.ts";
@@ -25,11 +37,14 @@ const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const codec = xdsCodec();
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
-const req = (typeUrl: string, delta = false) => Buffer.from(delta ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl })).finish() : TYPES.Req.encode(TYPES.Req.create({ typeUrl })).finish());
+const req = (typeUrl: string, delta = false) =>
+  Buffer.from(delta ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl })).finish() : TYPES.Req.encode(TYPES.Req.create({ typeUrl })).finish());
 const res = (typeUrl: string, nonce: string, version = "v1", resources = [Buffer.from("payload")]) =>
   Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl, versionInfo: version, nonce, resources: resources.map((value) => ({ typeUrl, value })) })).finish());
 
-function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequest[]; health?: AgentRequest; handler?: (b: Uint8Array) => void; ecds?: EcdsHook } = {}) {
+function rig(
+  o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequest[]; health?: AgentRequest; handler?: (b: Uint8Array) => void; ecds?: EcdsHook } = {},
+) {
   const delta = o.delta ?? false;
   const ev: string[] = [];
   const down: Buffer[] = [];
@@ -50,7 +65,10 @@ function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequ
     resume: () => ev.push("down.resume"),
     finish: (s) => finished.push(s),
   };
-  const metric = (name: string) => ({ inc: (a?: unknown, b?: unknown) => ev.push(`${name}${typeof a === "object" ? ` ${JSON.stringify(a)}` : ""}${typeof a === "number" ? ` ${a}` : ""}${b !== undefined ? ` ${b}` : ""}`) });
+  const metric = (name: string) => ({
+    inc: (a?: unknown, b?: unknown) =>
+      ev.push(`${name}${typeof a === "object" ? ` ${JSON.stringify(a)}` : ""}${typeof a === "number" ? ` ${a}` : ""}${b !== undefined ? ` ${b}` : ""}`),
+  });
   const metrics = {
     istiodConnectionFailures: metric("failures"),
     istiodConnectionTerminations: metric("istiod-terminations"),
@@ -79,24 +97,48 @@ function rig(o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequ
     open: (meta, h) => {
       opened.push(meta);
       uh = h;
-      return { write: (b) => (up.push(Buffer.from(b)), upWritable), pause: () => ev.push("up.pause"), resume: () => ev.push("up.resume"), close: () => ev.push("up.close") };
+      return {
+        write: (b) => (up.push(Buffer.from(b)), upWritable),
+        pause: () => ev.push("up.pause"),
+        resume: () => ev.push("up.resume"),
+        close: () => ev.push("up.close"),
+      };
     },
   });
   /** Upstream requests decoded with Envoy's schema. */
   const sent = () => {
     const wire = Buffer.concat(up);
     const out: { typeUrl: string; version: string; nonce: string; error?: string }[] = [];
-    for (let i = 0; i < wire.length; ) {
+    for (let i = 0; i < wire.length;) {
       const len = wire.readUInt32BE(i + 1);
-      const m = (delta ? TYPES.DeltaReq : TYPES.Req).decode(wire.subarray(i + 5, i + 5 + len)).toJSON() as { typeUrl?: string; versionInfo?: string; responseNonce?: string; errorDetail?: { message?: string } };
-      out.push({ typeUrl: m.typeUrl ?? "", version: m.versionInfo ?? "", nonce: m.responseNonce ?? "", ...(m.errorDetail ? { error: m.errorDetail.message ?? "" } : {}) });
+      const m = (delta ? TYPES.DeltaReq : TYPES.Req).decode(wire.subarray(i + 5, i + 5 + len)).toJSON() as {
+        typeUrl?: string;
+        versionInfo?: string;
+        responseNonce?: string;
+        errorDetail?: { message?: string };
+      };
+      out.push({
+        typeUrl: m.typeUrl ?? "",
+        version: m.versionInfo ?? "",
+        nonce: m.responseNonce ?? "",
+        ...(m.errorDetail ? { error: m.errorDetail.message ?? "" } : {}),
+      });
       i += 5 + len;
     }
     return out;
   };
   const lines = () => mem.lines.map((l) => l.split("\t").slice(1, 3).join(" "));
   return {
-    relay, dh, ev, down, up, finished, opened, handled, sent, lines,
+    relay,
+    dh,
+    ev,
+    down,
+    up,
+    finished,
+    opened,
+    handled,
+    sent,
+    lines,
     up_: () => uh!,
     setDownWritable: (w: boolean) => (downWritable = w),
     setUpWritable: (w: boolean) => (upWritable = w),
@@ -116,7 +158,13 @@ describe("relay: requests", () => {
     expect(r.opened).toHaveLength(1);
     expect(Buffer.concat(r.up)).toEqual(Buffer.concat([f1, f2]));
     expect(r.ev.filter((e) => e.startsWith("requests") || e.startsWith("recv-max") || e.startsWith("bytes-up"))).toEqual([
-      "bytes-up 7", `recv-max ${f1.length - 5}`, `bytes-up ${f1.length - 7}`, "requests", `bytes-up ${f2.length}`, `recv-max ${f2.length - 5}`, "requests",
+      "bytes-up 7",
+      `recv-max ${f1.length - 5}`,
+      `bytes-up ${f1.length - 7}`,
+      "requests",
+      `bytes-up ${f2.length}`,
+      `recv-max ${f2.length - 5}`,
+      "requests",
     ]);
   });
 
@@ -130,7 +178,12 @@ describe("relay: requests", () => {
     r.dh.onData(grpcFrame(req(LISTENER_TYPE)));
     expect(r.sent().map((s) => s.typeUrl)).toEqual([CDS, LISTENER_TYPE, NAME_TABLE_TYPE, PROXY_CONFIG_TYPE, HEALTH_INFO_TYPE, LISTENER_TYPE]);
     r.relay.sendHealth(health);
-    expect(r.sent().map((s) => s.typeUrl).at(-1)).toBe(HEALTH_INFO_TYPE);
+    expect(
+      r
+        .sent()
+        .map((s) => s.typeUrl)
+        .at(-1),
+    ).toBe(HEALTH_INFO_TYPE);
     expect(r.sent()).toHaveLength(7);
   });
 
@@ -194,12 +247,60 @@ describe("relay: ends", () => {
   });
 
   test.each([
-    ["OK between messages", { code: 0, message: "" }, true, false, { code: 0, message: "" }, "info upstream stream ended by istiod", 'istiod-terminations {"type":"cancelled"}'],
-    ["OK in the middle of a message", { code: 0, message: "" }, true, true, { code: 13, message: "istiod ended the stream in the middle of a message" }, "warn upstream terminated: istiod ended the stream in the middle of a message (code 13)", 'istiod-terminations {"type":"cancelled"}'],
-    ["CANCELLED without a message", { code: 1, message: "" }, true, false, { code: 14, message: "istiod cancelled the stream" }, "warn upstream terminated: istiod cancelled the stream (code 14)", 'istiod-terminations {"type":"cancelled"}'],
-    ["CANCELLED with a message", { code: 1, message: "bye" }, true, false, { code: 14, message: "bye" }, "warn upstream terminated: bye (code 14)", 'istiod-terminations {"type":"cancelled"}'],
-    ["a failed connection", { code: 14, message: "connect ECONNREFUSED" }, false, false, { code: 14, message: "connect ECONNREFUSED" }, "warn upstream connection failed: connect ECONNREFUSED (code 14)", "failures"],
-    ["an error", { code: 13, message: "boom" }, true, false, { code: 13, message: "boom" }, "warn upstream terminated: boom (code 13)", 'istiod-terminations {"type":"error"}'],
+    [
+      "OK between messages",
+      { code: 0, message: "" },
+      true,
+      false,
+      { code: 0, message: "" },
+      "info upstream stream ended by istiod",
+      'istiod-terminations {"type":"cancelled"}',
+    ],
+    [
+      "OK in the middle of a message",
+      { code: 0, message: "" },
+      true,
+      true,
+      { code: 13, message: "istiod ended the stream in the middle of a message" },
+      "warn upstream terminated: istiod ended the stream in the middle of a message (code 13)",
+      'istiod-terminations {"type":"cancelled"}',
+    ],
+    [
+      "CANCELLED without a message",
+      { code: 1, message: "" },
+      true,
+      false,
+      { code: 14, message: "istiod cancelled the stream" },
+      "warn upstream terminated: istiod cancelled the stream (code 14)",
+      'istiod-terminations {"type":"cancelled"}',
+    ],
+    [
+      "CANCELLED with a message",
+      { code: 1, message: "bye" },
+      true,
+      false,
+      { code: 14, message: "bye" },
+      "warn upstream terminated: bye (code 14)",
+      'istiod-terminations {"type":"cancelled"}',
+    ],
+    [
+      "a failed connection",
+      { code: 14, message: "connect ECONNREFUSED" },
+      false,
+      false,
+      { code: 14, message: "connect ECONNREFUSED" },
+      "warn upstream connection failed: connect ECONNREFUSED (code 14)",
+      "failures",
+    ],
+    [
+      "an error",
+      { code: 13, message: "boom" },
+      true,
+      false,
+      { code: 13, message: "boom" },
+      "warn upstream terminated: boom (code 13)",
+      'istiod-terminations {"type":"error"}',
+    ],
   ] as const)("istiod ending the stream: %s", (_n, status, established, midMessage, want, line, metric) => {
     const r = rig();
     r.dh.onData(grpcFrame(req(CDS)));
@@ -371,11 +472,26 @@ describe("type URLs, paths and routes (types.ts)", () => {
     expect(ADS_SERVICE).toBe("envoy.service.discovery.v3.AggregatedDiscoveryService");
     expect(SOTW_PATH).toBe("/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources");
     expect(DELTA_PATH).toBe("/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources");
-    expect([...REFLECTION_PATHS].sort()).toEqual(["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"]);
+    expect([...REFLECTION_PATHS].sort()).toEqual([
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+    ]);
   });
 
   test("gRPC status codes (google.rpc.Code)", () => {
-    expect(Code).toEqual({ OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 });
+    expect(Code).toEqual({
+      OK: 0,
+      CANCELLED: 1,
+      UNKNOWN: 2,
+      INVALID_ARGUMENT: 3,
+      DEADLINE_EXCEEDED: 4,
+      RESOURCE_EXHAUSTED: 8,
+      FAILED_PRECONDITION: 9,
+      UNIMPLEMENTED: 12,
+      INTERNAL: 13,
+      UNAVAILABLE: 14,
+      UNAUTHENTICATED: 16,
+    });
   });
 
   test("routes: internal first, then Envoy's own types and Workload forwarded, the rest dropped", () => {

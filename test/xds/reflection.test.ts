@@ -26,7 +26,11 @@ const wire = protobuf.parse(
 const Req = wire.lookupType("Req");
 const Res = wire.lookupType("Res");
 
-async function ask(socket: string, service: string, requests: Record<string, string>[]): Promise<{ answers: Record<string, any>[]; status: grpc.StatusObject }> {
+async function ask(
+  socket: string,
+  service: string,
+  requests: Record<string, string>[],
+): Promise<{ answers: Record<string, any>[]; status: grpc.StatusObject }> {
   const def = {
     ServerReflectionInfo: {
       path: `/${service}/ServerReflectionInfo`,
@@ -83,7 +87,11 @@ test("list_services names ADS and reflection; the ADS file describes both stream
   expect(req.field.find((f: { name: string }) => f.name === "type_url")).toMatchObject({ number: 4, type: "TYPE_STRING" });
   expect(req.field.find((f: { name: string }) => f.name === "error_detail")).toMatchObject({ number: 6, type: "TYPE_MESSAGE", typeName: ".google.rpc.Status" });
   const delta = ads.messageType.find((m: { name: string }) => m.name === "DeltaDiscoveryRequest");
-  expect(delta.field.find((f: { name: string }) => f.name === "initial_resource_versions")).toMatchObject({ number: 5, label: "LABEL_REPEATED", typeName: ".envoy.service.discovery.v3.DeltaDiscoveryRequest.InitialResourceVersionsEntry" });
+  expect(delta.field.find((f: { name: string }) => f.name === "initial_resource_versions")).toMatchObject({
+    number: 5,
+    label: "LABEL_REPEATED",
+    typeName: ".envoy.service.discovery.v3.DeltaDiscoveryRequest.InitialResourceVersionsEntry",
+  });
   expect(delta.nestedType[0]).toMatchObject({ name: "InitialResourceVersionsEntry", options: { mapEntry: true } });
 
   // The descriptors are complete enough for protobufjs to rebuild a working type from them.
@@ -106,7 +114,17 @@ test("v1alpha answers too; unknown symbols and files get NOT_FOUND without endin
 
 test("a malformed reflection request ends the call with INVALID_ARGUMENT naming the input", async () => {
   scope.h = await (await import("./harness.ts")).startHarness();
-  const def = { R: { path: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", requestStream: true, responseStream: true, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b } };
+  const def = {
+    R: {
+      path: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      requestStream: true,
+      responseStream: true,
+      requestSerialize: (b: Buffer) => b,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => b,
+    },
+  };
   const Ctor = grpc.makeGenericClientConstructor(def as unknown as grpc.ServiceDefinition, "r");
   const client = new Ctor(`unix://${xdsSocket()}`, grpc.credentials.createInsecure());
   const call = (client as unknown as Record<string, { call(c: grpc.Client): grpc.ClientDuplexStream<Buffer, Buffer> }>).R!.call(client);

@@ -21,7 +21,12 @@ const metrics = xdsMetrics(newRegistry());
 
 function response(isDelta: boolean, typeUrl: string, value: Buffer, nonce: string): Buffer {
   const any = { typeUrl, value };
-  if (isDelta) return Buffer.from(TYPES.DeltaRes.encode(TYPES.DeltaRes.create({ typeUrl, nonce, systemVersionInfo: "7", resources: [{ name: "r0", version: "7", resource: any }] })).finish());
+  if (isDelta)
+    return Buffer.from(
+      TYPES.DeltaRes.encode(
+        TYPES.DeltaRes.create({ typeUrl, nonce, systemVersionInfo: "7", resources: [{ name: "r0", version: "7", resource: any }] }),
+      ).finish(),
+    );
   return Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl, versionInfo: "7", nonce, resources: [any] })).finish());
 }
 
@@ -48,10 +53,22 @@ function relay(isDelta: boolean) {
     [NAME_TABLE_TYPE, (r: Uint8Array) => handled.push({ type: NAME_TABLE_TYPE, bytes: Buffer.from(r).toString("hex") })],
     [PROXY_CONFIG_TYPE, (r: Uint8Array) => handled.push({ type: PROXY_CONFIG_TYPE, bytes: Buffer.from(r).toString("hex") })],
   ]);
-  const r = new StreamRelay(call, { codec, internal, initialRequests: [], lastHealth: () => undefined, maxRequestBytes: 1 << 20, log: silentLogger(), logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }), metrics, onUpstreamConnected() {} });
+  const r = new StreamRelay(call, {
+    codec,
+    internal,
+    initialRequests: [],
+    lastHealth: () => undefined,
+    maxRequestBytes: 1 << 20,
+    log: silentLogger(),
+    logLimit: new LogLimiter({ burst: 10, windowMs: 1000, now: () => 0 }),
+    metrics,
+    onUpstreamConnected() {},
+  });
   const dh = r.start(upstream);
   // The upstream is dialed on Envoy's first request.
-  const first = isDelta ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl: CDS })).finish() : TYPES.Req.encode(TYPES.Req.create({ typeUrl: CDS })).finish();
+  const first = isDelta
+    ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl: CDS })).finish()
+    : TYPES.Req.encode(TYPES.Req.create({ typeUrl: CDS })).finish();
   dh.onData(grpcFrame(first));
   uh.onConnected();
   up.length = 0;
@@ -62,7 +79,7 @@ function relay(isDelta: boolean) {
 function acks(up: Buffer[], isDelta: boolean): { typeUrl: string; nonce: string; error: boolean }[] {
   const wire = Buffer.concat(up);
   const out: { typeUrl: string; nonce: string; error: boolean }[] = [];
-  for (let i = 0; i < wire.length; ) {
+  for (let i = 0; i < wire.length;) {
     const len = wire.readUInt32BE(i + 1);
     const body = wire.subarray(i + 5, i + 5 + len);
     const m = (isDelta ? TYPES.DeltaReq : TYPES.Req).decode(body).toJSON() as { typeUrl?: string; responseNonce?: string; errorDetail?: unknown };

@@ -15,10 +15,22 @@ describe("root CA order (FindRootCAForXDS)", () => {
   test.each([
     ["XDS_ROOT_CA=SYSTEM", { xdsRootCa: "SYSTEM" }, { kind: "system" }],
     ["XDS_ROOT_CA path", { xdsRootCa: "/x/root.pem", exists: () => true }, { kind: "file", path: "/x/root.pem" }],
-    ["legacy ./etc/certs/root-cert.pem when present", { exists: (p: string) => p === "./etc/certs/root-cert.pem", provCert: "/prov" }, { kind: "file", path: "./etc/certs/root-cert.pem" }],
+    [
+      "legacy ./etc/certs/root-cert.pem when present",
+      { exists: (p: string) => p === "./etc/certs/root-cert.pem", provCert: "/prov" },
+      { kind: "file", path: "./etc/certs/root-cert.pem" },
+    ],
     ["PROV_CERT", { provCert: "/prov/" }, { kind: "file", path: "/prov/root-cert.pem" }],
-    ["FILE_MOUNTED_CERTS", { fileMountedCerts: true, mountedRootCert: "/m/root.pem", exists: (p: string) => p === "/m/root.pem" }, { kind: "file", path: "/m/root.pem" }],
-    ["default mesh root", { exists: (p: string) => p === "./var/run/secrets/istio/root-cert.pem" }, { kind: "file", path: "./var/run/secrets/istio/root-cert.pem" }],
+    [
+      "FILE_MOUNTED_CERTS",
+      { fileMountedCerts: true, mountedRootCert: "/m/root.pem", exists: (p: string) => p === "/m/root.pem" },
+      { kind: "file", path: "/m/root.pem" },
+    ],
+    [
+      "default mesh root",
+      { exists: (p: string) => p === "./var/run/secrets/istio/root-cert.pem" },
+      { kind: "file", path: "./var/run/secrets/istio/root-cert.pem" },
+    ],
   ])("%s", (_n, over, want) => {
     expect(chooseXdsRoot({ ...base, ...over } as RootInputs)).toEqual(want as never);
   });

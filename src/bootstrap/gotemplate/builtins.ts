@@ -213,7 +213,10 @@ export function builtinFuncs(): FuncMap {
     println: fn(0, Infinity, (a) => sprintln(a.map((x) => (x === undefined ? null : x)))),
     printf: fn(1, Infinity, ([f, ...a]) => {
       if (typeof f !== "string") throw new ExecFault(`wrong type for value; expected string; got ${typeName(f)}`);
-      return sprintf(f, a.map((x) => (x === undefined ? null : x)));
+      return sprintf(
+        f,
+        a.map((x) => (x === undefined ? null : x)),
+      );
     }),
     js: fn(0, Infinity, (a) => jsEscape(evalArgs(a))),
     html: fn(0, Infinity, (a) => htmlEscape(evalArgs(a))),
@@ -224,4 +227,3 @@ export function builtinFuncs(): FuncMap {
     }),
   };
 }
-

@@ -88,7 +88,13 @@ export function sprintf(format: string, args: unknown[]): string {
     out += formatOne(verb, args[argi++], spec);
   }
   if (argi < args.length) {
-    out += "%!(EXTRA " + args.slice(argi).map((a) => `${typeName(a)}=${formatValue(a, false)}`).join(", ") + ")";
+    out +=
+      "%!(EXTRA " +
+      args
+        .slice(argi)
+        .map((a) => `${typeName(a)}=${formatValue(a, false)}`)
+        .join(", ") +
+      ")";
   }
   return out;
 }

@@ -49,7 +49,12 @@ export class Template {
   static parse(file: string, text: string, opts: TemplateOptions = {}): Template {
     const funcs = { ...builtinFuncs(), ...opts.funcs };
     try {
-      return new Template(file, text, parse(text, (name) => Object.hasOwn(funcs, name)), funcs);
+      return new Template(
+        file,
+        text,
+        parse(text, (name) => Object.hasOwn(funcs, name)),
+        funcs,
+      );
     } catch (e) {
       if (e instanceof ParseFault) throw new TemplateError(file, new LineIndex(text).at(e.pos), e.message, "parse");
       throw e;
@@ -94,6 +99,9 @@ export function serializeParsed(text: string, funcs: FuncMap): string {
 }
 
 export function deserializeParsed(json: string): ParsedTemplates {
-  const o = JSON.parse(json, (_k, v: unknown) => (v !== null && typeof v === "object" && "$bigint" in v ? BigInt((v as { $bigint: string }).$bigint) : v)) as { root: ParsedTemplates["root"]; defined: [string, ParsedTemplates["root"]][] };
+  const o = JSON.parse(json, (_k, v: unknown) => (v !== null && typeof v === "object" && "$bigint" in v ? BigInt((v as { $bigint: string }).$bigint) : v)) as {
+    root: ParsedTemplates["root"];
+    defined: [string, ParsedTemplates["root"]][];
+  };
   return { root: o.root, defined: new Map(o.defined) };
 }

@@ -40,7 +40,14 @@ export function goJsonMarshal(v: unknown): string {
     return marshalOrdered(v.fields);
   }
   if (v instanceof Map || isPlainObject(v)) {
-    return "{" + mapEntries(v).filter(([, x]) => x !== undefined).map(([k, x]) => goJsonString(String(k)) + ":" + goJsonMarshal(x)).join(",") + "}";
+    return (
+      "{" +
+      mapEntries(v)
+        .filter(([, x]) => x !== undefined)
+        .map(([k, x]) => goJsonString(String(k)) + ":" + goJsonMarshal(x))
+        .join(",") +
+      "}"
+    );
   }
   throw new JsonMarshalError(`json: unsupported type ${Object.prototype.toString.call(v)}`);
 }
@@ -48,7 +55,14 @@ export function goJsonMarshal(v: unknown): string {
 /** An object whose key order is meaningful (a struct's JSON form): keys kept in insertion order. */
 function marshalOrdered(o: unknown): string {
   if (!isPlainObject(o)) return goJsonMarshal(o);
-  return "{" + Object.entries(o).filter(([, x]) => x !== undefined).map(([k, x]) => goJsonString(k) + ":" + goJsonMarshal(x)).join(",") + "}";
+  return (
+    "{" +
+    Object.entries(o)
+      .filter(([, x]) => x !== undefined)
+      .map(([k, x]) => goJsonString(k) + ":" + goJsonMarshal(x))
+      .join(",") +
+    "}"
+  );
 }
 
 /** json.MarshalIndent(v, prefix "", indent) of already-marshalled compact JSON text. */

@@ -118,7 +118,12 @@ export function sprigFuncs(env: Readonly<Record<string, string | undefined>>): F
     }),
     toJson,
     mustToJson: toJson,
-    toRawJson: fn(1, 1, ([v]) => goJsonMarshal(v).replace(/\\u003c/g, "<").replace(/\\u003e/g, ">").replace(/\\u0026/g, "&")),
+    toRawJson: fn(1, 1, ([v]) =>
+      goJsonMarshal(v)
+        .replace(/\\u003c/g, "<")
+        .replace(/\\u003e/g, ">")
+        .replace(/\\u0026/g, "&"),
+    ),
     toPrettyJson: fn(1, 1, ([v]) => goJsonIndent(goJsonMarshal(v))),
     fromJson: fn(1, 1, ([s]) => {
       try {
@@ -162,13 +167,34 @@ export function sprigFuncs(env: Readonly<Record<string, string | undefined>>): F
       return c < 0 ? str.slice(Math.max(0, str.length + c)) : str.slice(0, c);
     }),
     nospace: fn(1, 1, ([s]) => strval(s).replace(/\s+/g, "")),
-    quote: fn(0, Infinity, (a) => a.filter((v) => v !== undefined && v !== null).map((v) => sprintf("%q", [strval(v)])).join(" ")),
-    squote: fn(0, Infinity, (a) => a.filter((v) => v !== undefined && v !== null).map((v) => `'${strval(v)}'`).join(" ")),
-    cat: fn(0, Infinity, (a) => a.filter((v) => v !== undefined && v !== null).map(strval).join(" ")),
+    quote: fn(0, Infinity, (a) =>
+      a
+        .filter((v) => v !== undefined && v !== null)
+        .map((v) => sprintf("%q", [strval(v)]))
+        .join(" "),
+    ),
+    squote: fn(0, Infinity, (a) =>
+      a
+        .filter((v) => v !== undefined && v !== null)
+        .map((v) => `'${strval(v)}'`)
+        .join(" "),
+    ),
+    cat: fn(0, Infinity, (a) =>
+      a
+        .filter((v) => v !== undefined && v !== null)
+        .map(strval)
+        .join(" "),
+    ),
     indent: fn(2, 2, ([n, s]) => indent(toInt(n), strval(s))),
     nindent: fn(2, 2, ([n, s]) => "\n" + indent(toInt(n), strval(s))),
     join: fn(2, 2, ([sep, l]) => (Array.isArray(l) ? l.filter((v) => v !== null && v !== undefined).map(strval) : [strval(l)]).join(strval(sep))),
-    split: fn(2, 2, ([sep, s]) => Object.fromEntries(strval(s).split(strval(sep)).map((p, i) => [`_${i}`, p]))),
+    split: fn(2, 2, ([sep, s]) =>
+      Object.fromEntries(
+        strval(s)
+          .split(strval(sep))
+          .map((p, i) => [`_${i}`, p]),
+      ),
+    ),
     splitList: fn(2, 2, ([sep, s]) => strval(s).split(strval(sep))),
     // conversions and math
     atoi: fn(1, 1, ([s]) => (/^[+-]?\d+$/.test(strval(s)) ? Number(strval(s)) : 0)),
@@ -222,7 +248,14 @@ export function sprigFuncs(env: Readonly<Record<string, string | undefined>>): F
     hasKey: fn(2, 2, ([d, k]) => Object.hasOwn(dictOf(d), strval(k))),
     keys: fn(0, Infinity, (a) => a.flatMap((d) => mapEntries(dictOf(d)).map(([k]) => k))),
     values: fn(1, 1, ([d]) => mapEntries(dictOf(d)).map(([, v]) => v)),
-    pick: fn(1, Infinity, ([d, ...ks]) => Object.fromEntries(ks.map(strval).filter((k) => Object.hasOwn(dictOf(d), k)).map((k) => [k, dictOf(d)[k]]))),
+    pick: fn(1, Infinity, ([d, ...ks]) =>
+      Object.fromEntries(
+        ks
+          .map(strval)
+          .filter((k) => Object.hasOwn(dictOf(d), k))
+          .map((k) => [k, dictOf(d)[k]]),
+      ),
+    ),
     omit: fn(1, Infinity, ([d, ...ks]) => Object.fromEntries(Object.entries(dictOf(d)).filter(([k]) => !ks.map(strval).includes(k)))),
     // encodings, regex, types, env
     b64enc: fn(1, 1, ([s]) => Buffer.from(strval(s)).toString("base64")),
@@ -234,7 +267,14 @@ export function sprigFuncs(env: Readonly<Record<string, string | undefined>>): F
       const all = strval(s).match(regex(r)) ?? [];
       return toInt(n) < 0 ? all : all.slice(0, toInt(n));
     }),
-    regexReplaceAll: fn(3, 3, ([r, s, repl]) => strval(s).replace(regex(r), strval(repl).replace(/\$\{?(\w+)\}?/g, "$$<$1>").replace(/\$<(\d+)>/g, "$$$1"))),
+    regexReplaceAll: fn(3, 3, ([r, s, repl]) =>
+      strval(s).replace(
+        regex(r),
+        strval(repl)
+          .replace(/\$\{?(\w+)\}?/g, "$$<$1>")
+          .replace(/\$<(\d+)>/g, "$$$1"),
+      ),
+    ),
     regexReplaceAllLiteral: fn(3, 3, ([r, s, repl]) => strval(s).replace(regex(r), () => strval(repl))),
     regexSplit: fn(3, 3, ([r, s, n]) => {
       const parts = strval(s).split(regex(r));

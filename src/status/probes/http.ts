@@ -66,7 +66,13 @@ export async function httpProbe(req: HttpProbeRequest): Promise<HttpProbeRespons
 }
 
 /** One request with node:http(s) (loaded with the first probe, not at the agent's start). */
-function once(client: { request: typeof https.request }, url: URL, headers: Record<string, string>, req: HttpProbeRequest, signal: AbortSignal): Promise<HttpProbeResponse & { location?: string }> {
+function once(
+  client: { request: typeof https.request },
+  url: URL,
+  headers: Record<string, string>,
+  req: HttpProbeRequest,
+  signal: AbortSignal,
+): Promise<HttpProbeResponse & { location?: string }> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
     const isHttps = url.protocol === "https:";

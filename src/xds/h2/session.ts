@@ -263,16 +263,19 @@ export class H2Session implements StreamHost {
 
   /** PING after `intervalMs` without input; the connection fails if the ACK takes over `timeoutMs`. */
   private startKeepalive(intervalMs: number, timeoutMs: number): void {
-    const t = setInterval(() => {
-      const now = performance.now();
-      if (this.pingSentAt > 0) {
-        if (now - this.pingSentAt >= timeoutMs) this.fail(H2Code.INTERNAL_ERROR, `keepalive ping not answered within ${timeoutMs} ms`);
-        return;
-      }
-      if (now - this.lastReceiveAt < intervalMs) return;
-      this.pingSentAt = now;
-      this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
-    }, Math.max(10, Math.min(intervalMs, timeoutMs) / 2));
+    const t = setInterval(
+      () => {
+        const now = performance.now();
+        if (this.pingSentAt > 0) {
+          if (now - this.pingSentAt >= timeoutMs) this.fail(H2Code.INTERNAL_ERROR, `keepalive ping not answered within ${timeoutMs} ms`);
+          return;
+        }
+        if (now - this.lastReceiveAt < intervalMs) return;
+        this.pingSentAt = now;
+        this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+      },
+      Math.max(10, Math.min(intervalMs, timeoutMs) / 2),
+    );
     t.unref?.();
     this.timers.push(t);
   }
@@ -465,7 +468,8 @@ export class H2Session implements StreamHost {
         case "preface": {
           const take = Math.min(PREFACE.length - this.prefaceHave, n - pos);
           for (let i = 0; i < take; i++) {
-            if (chunk[pos + i] !== PREFACE[this.prefaceHave + i]) throw new H2Error(H2Code.PROTOCOL_ERROR, "not an HTTP/2 connection preface (h2c with prior knowledge expected)");
+            if (chunk[pos + i] !== PREFACE[this.prefaceHave + i])
+              throw new H2Error(H2Code.PROTOCOL_ERROR, "not an HTTP/2 connection preface (h2c with prior knowledge expected)");
           }
           this.prefaceHave += take;
           pos += take;
@@ -533,7 +537,7 @@ export class H2Session implements StreamHost {
     this.fLen = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
     this.fType = h[3]!;
     this.fFlags = h[4]!;
-    this.fStream = ((h[5]! & 0x7f) * 2 ** 24) + (h[6]! << 16) + (h[7]! << 8) + h[8]!;
+    this.fStream = (h[5]! & 0x7f) * 2 ** 24 + (h[6]! << 16) + (h[7]! << 8) + h[8]!;
     if (this.fLen > this.maxFrame) throw new H2Error(H2Code.FRAME_SIZE_ERROR, `frame of ${this.fLen} bytes exceeds SETTINGS_MAX_FRAME_SIZE ${this.maxFrame}`);
     if (this.headerBlock && (this.fType !== FrameType.CONTINUATION || this.fStream !== this.headerBlock.stream)) {
       throw new H2Error(H2Code.PROTOCOL_ERROR, "header block interrupted by another frame");
@@ -641,7 +645,10 @@ export class H2Session implements StreamHost {
         if (this.resetBudget && !this.resetBudget.take()) {
           const b = this.o.resetBudget!;
           this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_resets"));
-          this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client reset streams faster than ${b.perSecond}/s after a burst of ${b.burst} (too_many_resets)`), true);
+          this.destroy(
+            new H2Error(H2Code.ENHANCE_YOUR_CALM, `client reset streams faster than ${b.perSecond}/s after a burst of ${b.burst} (too_many_resets)`),
+            true,
+          );
         }
         return;
       }
@@ -754,7 +761,8 @@ export class H2Session implements StreamHost {
           this.peerInitialWindow = v;
           for (const s of this.streams.values()) {
             s.sendWindow += delta;
-            if (s.sendWindow > MAX_WINDOW) throw new H2Error(H2Code.FLOW_CONTROL_ERROR, `SETTINGS_INITIAL_WINDOW_SIZE change takes stream ${s.id}'s window above 2^31-1`);
+            if (s.sendWindow > MAX_WINDOW)
+              throw new H2Error(H2Code.FLOW_CONTROL_ERROR, `SETTINGS_INITIAL_WINDOW_SIZE change takes stream ${s.id}'s window above 2^31-1`);
           }
           break;
         }

@@ -92,7 +92,10 @@ export async function runAgentUntilEnvoy(o: RunOptions): Promise<AgentRun> {
     const grpcBootstrap = existsSync(grpcPath) ? readFileSync(grpcPath, "utf8") : undefined;
     const exit = p.exitCode;
     p.kill("SIGKILL");
-    if (started) try { process.kill(Number(readFileSync(`${record}.pid`, "utf8")), "SIGKILL"); } catch {}
+    if (started)
+      try {
+        process.kill(Number(readFileSync(`${record}.pid`, "utf8")), "SIGKILL");
+      } catch {}
     await p.exited;
     await Promise.race([pumped, Bun.sleep(1000)]);
     const norm = (s?: string) => s?.replaceAll(dir, ROOT_MARK);

@@ -61,8 +61,15 @@ export function podCase(r: Rng, i: number): PodCase {
   if (r.chance(0.15)) env.ISTIO_META_CLUSTER_ID = r.pick(["Kubernetes", "cluster-b"]);
   if (r.chance(0.15)) env.ISTIO_META_NETWORK = "net-1";
   if (r.chance(0.1)) env.ISTIO_META_MESH_ID = "mesh-b";
-  if (r.chance(0.3)) env.ISTIO_METAJSON_LABELS = JSON.stringify(r.pick([{ app: "reviews", version: "v1" }, { app: "gw", "topology.istio.io/subzone": "sz1" }, { "service.istio.io/canonical-name": "reviews" }]));
-  if (r.chance(0.2)) env.ISTIO_METAJSON_ANNOTATIONS = JSON.stringify({ "sidecar.istio.io/statsInclusionPrefixes": "cluster.outbound", "kubectl.kubernetes.io/default-container": "app" });
+  if (r.chance(0.3))
+    env.ISTIO_METAJSON_LABELS = JSON.stringify(
+      r.pick([{ app: "reviews", version: "v1" }, { app: "gw", "topology.istio.io/subzone": "sz1" }, { "service.istio.io/canonical-name": "reviews" }]),
+    );
+  if (r.chance(0.2))
+    env.ISTIO_METAJSON_ANNOTATIONS = JSON.stringify({
+      "sidecar.istio.io/statsInclusionPrefixes": "cluster.outbound",
+      "kubectl.kubernetes.io/default-container": "app",
+    });
   if (r.chance(0.2)) env.ISTIO_META_POD_PORTS = JSON.stringify([{ name: "http", containerPort: 8080, protocol: "TCP" }]);
   if (r.chance(0.2)) env.ISTIO_META_APP_CONTAINERS = "app,helper";
   if (r.chance(0.2)) env.ISTIO_META_WORKLOAD_NAME = name.replace(/-\d+$/, "");

@@ -42,7 +42,10 @@ export function writeStandinLauncher(dir: string): string {
 
 export function readStandinRecords(file: string): StandinRecord[] {
   try {
-    return readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as StandinRecord);
+    return readFileSync(file, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as StandinRecord);
   } catch {
     return [];
   }
@@ -64,14 +67,19 @@ function toStruct(o: Record<string, unknown>): Record<string, unknown> {
 type Bootstrap = {
   node?: { id?: string; cluster?: string; locality?: Record<string, string>; metadata?: Record<string, unknown> };
   admin?: { address?: { socket_address?: { address?: string; port_value?: number } } };
-  static_resources?: { clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[] };
+  static_resources?: {
+    clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[];
+  };
 };
 
 function routeNames(listenerBytes: Uint8Array): string[] {
   const root = envoyProtoRoot();
   const L = root.lookupType("envoy.config.listener.v3.Listener");
   const H = root.lookupType(HCM);
-  const l = L.toObject(L.decode(listenerBytes)) as { filter_chains?: { filters?: { typed_config?: { type_url: string; value: Uint8Array } }[] }[]; api_listener?: { api_listener?: { type_url: string; value: Uint8Array } } };
+  const l = L.toObject(L.decode(listenerBytes)) as {
+    filter_chains?: { filters?: { typed_config?: { type_url: string; value: Uint8Array } }[] }[];
+    api_listener?: { api_listener?: { type_url: string; value: Uint8Array } };
+  };
   const out: string[] = [];
   const take = (a?: { type_url: string; value: Uint8Array }) => {
     if (!a || !a.type_url.endsWith(HCM)) return;
@@ -90,7 +98,13 @@ function edsClusters(clusterBytes: Uint8Array): string[] {
 }
 
 /** One ADS stream, SotW or Delta, following CDS->EDS and LDS->RDS as Envoy does. */
-function runAds(socket: string, mode: "sotw" | "delta", node: Record<string, unknown>, record: (r: Omit<StandinRecord, "pid">) => void, updates: { cds: number; lds: number }): Promise<void> {
+function runAds(
+  socket: string,
+  mode: "sotw" | "delta",
+  node: Record<string, unknown>,
+  record: (r: Omit<StandinRecord, "pid">) => void,
+  updates: { cds: number; lds: number },
+): Promise<void> {
   const root = envoyProtoRoot();
   const delta = mode === "delta";
   const Req = root.lookupType(`envoy.service.discovery.v3.${delta ? "Delta" : ""}DiscoveryRequest`);
@@ -122,7 +136,10 @@ function runAds(socket: string, mode: "sotw" | "delta", node: Record<string, unk
   };
   const onMessage = (body: Buffer) => {
     const o = Res.toObject(Res.decode(body)) as {
-      type_url: string; nonce?: string; version_info?: string; system_version_info?: string;
+      type_url: string;
+      nonce?: string;
+      version_info?: string;
+      system_version_info?: string;
       resources?: ({ type_url: string; value: Uint8Array } | { name?: string; resource?: { type_url: string; value: Uint8Array } })[];
     };
     const bodies: Uint8Array[] = [];
@@ -230,9 +247,13 @@ async function main(): Promise<void> {
       if (url.pathname === "/ready") return new Response("LIVE\n");
       if (url.pathname === "/stats") {
         const re = new RegExp(url.searchParams.get("filter") ?? "");
-        return new Response(stats().filter((l) => re.test(l.split(":")[0]!)).join("\n"));
+        return new Response(
+          stats()
+            .filter((l) => re.test(l.split(":")[0]!))
+            .join("\n"),
+        );
       }
-      if (url.pathname === "/quitquitquit") return setTimeout(() => process.exit(0), 10), new Response("OK\n");
+      if (url.pathname === "/quitquitquit") return (setTimeout(() => process.exit(0), 10), new Response("OK\n"));
       if (url.pathname === "/drain_listeners") return new Response("OK\n");
       return new Response("not found\n", { status: 404 });
     },

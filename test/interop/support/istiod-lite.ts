@@ -130,7 +130,10 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
     rootPem: readFileSync(ready.rootCert, "utf8"),
     records: () =>
       existsSync(ready.requests)
-        ? readFileSync(ready.requests, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as LiteRecord)
+        ? readFileSync(ready.requests, "utf8")
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as LiteRecord)
         : [],
     setConfig: (y) => writeFileSync(join(configDir, "config.yaml"), y),
     async restart() {
@@ -147,7 +150,10 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
         if (Date.now() > deadline) throw new Error(`istiod-lite did not report the reload; stderr tail:\n${stderr.slice(-3000)}`);
         await Bun.sleep(50);
       }
-      const line = stdout.split("\n").filter((l) => l.startsWith('{"reloaded"')).pop()!;
+      const line = stdout
+        .split("\n")
+        .filter((l) => l.startsWith('{"reloaded"'))
+        .pop()!;
       if (!line.startsWith('{"reloaded":true')) throw new Error(`istiod-lite could not reload the trust anchors: ${line}`);
     },
     log: () => stderr,

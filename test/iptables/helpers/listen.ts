@@ -41,7 +41,12 @@ for (;;) {
   const c = lib.accept(fd, null, null);
   if (c < 0) continue;
   const orig = reader.read(c, v6);
-  const line = JSON.stringify({ local: addrOf(lib.getsockname as never, c), peer: addrOf(lib.getpeername as never, c), orig: orig ? `${orig.address}:${orig.port}` : null, listener: port });
+  const line = JSON.stringify({
+    local: addrOf(lib.getsockname as never, c),
+    peer: addrOf(lib.getpeername as never, c),
+    orig: orig ? `${orig.address}:${orig.port}` : null,
+    listener: port,
+  });
   console.log(line);
   const data = new TextEncoder().encode(line + "\n");
   lib.send(c, ptr(data), data.length, 0);
