@@ -119,8 +119,9 @@ describe("layerProxyConfig", () => {
       discoveryAddress: "default",
       statNameLength: "default",
       statusPort: "default",
-      tracing: "default",
     });
+    // Istio's default ProxyConfig has no tracer (no Zipkin unless configured).
+    expect(config.tracing).toBeUndefined();
     expect(unknownFields).toEqual([]);
   });
 
