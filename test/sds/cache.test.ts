@@ -113,10 +113,19 @@ describe("SecretCache rotation", () => {
     const root = (await r.cache.get("ROOTCA")).rootCert!;
     expect(root).toContain(extra.trim());
     expect(root).toContain(r.ca.caRootPem.trim());
+    const requests = r.ca.requests.length;
     r.updates.length = 0;
     r.cache.updateTrustBundle([extra]); // same bundle: nothing to do
-    await Bun.sleep(50);
-    expect(r.updates).toEqual([]);
+    // sentinel: a real change after it, pushed (ROOTCA and a re-issued default) once it is handled
+    const extra2 = (await LocalCa.generate()).rootPem;
+    r.cache.updateTrustBundle([extra, extra2]);
+    await until(() => r.updates.includes("ROOTCA") && r.updates.includes("default"), "second bundle push");
+    expect(r.log.lines.filter((l) => l.includes("trust bundle updated")).map((l) => l.split("\t").slice(2).join("\t"))).toEqual([
+      "trust bundle updated from ProxyConfig: 1 certificate(s)",
+      "trust bundle updated from ProxyConfig: 2 certificate(s)",
+    ]);
+    expect(r.updates.sort()).toEqual(["ROOTCA", "default"]);
+    expect(r.ca.requests.length).toBe(requests + 1);
   });
 });
 

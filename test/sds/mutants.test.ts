@@ -7,92 +7,19 @@
 
 import { beforeAll, describe, expect, test } from "bun:test";
 import { createPrivateKey, X509Certificate } from "node:crypto";
-import { LocalCa } from "../../src/ca/local.ts";
 import { generateKeyAndCsr, type KeyAndCsr, type KeyOptions } from "../../src/ca/keygen.ts";
-import type { CertificateSigner } from "../../src/ca/signer.ts";
-import { memoryLogger } from "../../src/lib/log.ts";
-import { newRegistry } from "../../src/lib/metrics.ts";
-import { SecretCache, type SecretCacheOptions } from "../../src/sds/cache.ts";
-import { SecretMetrics } from "../../src/sds/metrics.ts";
+import type { SecretCacheOptions } from "../../src/sds/cache.ts";
 import { closeToExpiry } from "../../src/sds/rotation.ts";
 import { sotwDecide } from "../../src/sds/sotw.ts";
-import { FakeClock, until } from "./fake-clock.ts";
+import { until } from "./fake-clock.ts";
+import { ISSUED, KEY, makeFixtures, setupCache, SPIFFE, START, untilAsync, type Fixtures } from "./cache-rig.ts";
 
-const START = Date.parse("2026-11-21T00:00:00Z");
-const SPIFFE = "spiffe://cluster.local/ns/default/sa/app";
-const KEY: KeyOptions = { algorithm: "ECDSA", rsaKeySize: 2048, curve: "P256", pkcs8: false };
-
-// Two CAs made once: generating roots is the slow part. Their clock is the current test's.
-let now = () => START;
-let caA: LocalCa;
-let caB: LocalCa;
-// One key and CSR for every signing (generating them is slow under load; the cache does not care).
-let pair: KeyAndCsr;
+let fx: Fixtures;
 beforeAll(async () => {
-  pair = await generateKeyAndCsr(KEY, SPIFFE);
-  caA = await LocalCa.generate({ now: () => now() });
-  caB = await LocalCa.generate({ now: () => now() });
+  fx = await makeFixtures();
 }, 60_000);
-
-interface Deferred {
-  resolve(): void;
-  reject(e: Error): void;
-}
-
-/** A signer whose CA, failures and timing the test controls. */
-class TestSigner implements CertificateSigner {
-  readonly name = "local";
-  ca!: LocalCa;
-  calls = 0;
-  fail: string | undefined;
-  hold: Deferred[] | undefined;
-  async sign(csr: string, ttl: number): Promise<string[]> {
-    this.calls++;
-    if (this.hold) await new Promise<void>((resolve, reject) => this.hold!.push({ resolve, reject }));
-    if (this.fail) throw new Error(this.fail);
-    return this.ca.sign(csr, ttl);
-  }
-}
-
-function setup(over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, s: string) => Promise<KeyAndCsr>, withBlocker = true) {
-  const clock = new FakeClock(START);
-  now = () => clock.now();
-  const signer = new TestSigner();
-  signer.ca = caA;
-  const mem = memoryLogger();
-  const blocker: string[] = [];
-  let keygens = 0;
-  const registry = newRegistry();
-  const cache = new SecretCache(
-    { signer, keyOptions: KEY, spiffeId: SPIFFE, ttlSeconds: 3600, rotation: { ratio: 0.5, jitter: 0 }, debounceMs: 20, ...over },
-    {
-      log: mem.log,
-      metrics: new SecretMetrics(registry, clock),
-      clock,
-      random: () => 0.5,
-      ...(withBlocker
-        ? { renewalBlocker: { reblock: () => blocker.push("reblock"), fail: (m: string) => blocker.push(`fail: ${m}`), clear: () => blocker.push("clear") } }
-        : {}),
-      generateKey: (o, s) => (keygens++, keygen ? keygen(o, s) : Promise.resolve(pair)),
-    },
-  );
-  const updates: string[] = [];
-  cache.onUpdate((n) => updates.push(n));
-  const messages = () => mem.lines.map((l) => l.split("\t").slice(2).join("\t"));
-  const metric = async (name: string) =>
-    ((await registry.getSingleMetric(name)!.get()) as { values: { labels: Record<string, string>; value: number }[] }).values;
-  return { clock, signer, cache, blocker, updates, messages, keygens: () => keygens, metric };
-}
-
-const ISSUED = "workload certificate issued by local CA";
-
-async function untilAsync(cond: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const setup = (over: Partial<SecretCacheOptions> = {}, keygen?: (o: KeyOptions, s: string) => Promise<KeyAndCsr>, withBlocker = true) =>
+  setupCache(fx, over, keygen, withBlocker);
 
 describe("SecretCache: one signing at a time", () => {
   test("concurrent callers share one signing and get the same item; later callers get it from the cache", async () => {
@@ -121,7 +48,7 @@ describe("SecretCache: one signing at a time", () => {
 
   test("a certificate that does not match our key is refused", async () => {
     const other = await generateKeyAndCsr(KEY, SPIFFE);
-    const s = setup({}, async () => ({ keyPem: other.keyPem, csrPem: pair.csrPem }));
+    const s = setup({}, async () => ({ keyPem: other.keyPem, csrPem: fx.pair.csrPem }));
     await expect(s.cache.get("default")).rejects.toThrow("default: the local CA returned a certificate that does not match our key");
     s.cache.close();
   });
@@ -238,14 +165,14 @@ describe("SecretCache: roots and listeners", () => {
   test("the same trust bundle twice does nothing the second time; a new one re-issues default and pushes ROOTCA", async () => {
     const s = setup();
     await s.cache.get("default");
-    s.cache.updateTrustBundle([caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem]);
     expect(s.keygens()).toBe(2); // re-issue started at once
     await until(() => s.updates.includes("ROOTCA") && s.updates.includes("default"), "bundle push");
     const root = (await s.cache.get("ROOTCA")).rootCert!;
-    expect(root).toContain(caA.rootPem.trim());
-    expect(root).toContain(caB.rootPem.trim());
+    expect(root).toContain(fx.caA.rootPem.trim());
+    expect(root).toContain(fx.caB.rootPem.trim());
     const lines = s.messages().filter((m) => m.startsWith("trust bundle updated"));
-    s.cache.updateTrustBundle([caB.rootPem, caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem, fx.caB.rootPem]);
     expect(s.keygens()).toBe(2);
     expect(s.messages().filter((m) => m.startsWith("trust bundle updated"))).toEqual(lines);
     expect(lines).toEqual(["trust bundle updated from ProxyConfig: 1 certificate(s)"]);
@@ -256,7 +183,7 @@ describe("SecretCache: roots and listeners", () => {
     const s = setup();
     const first = await s.cache.get("default");
     s.signer.hold = [];
-    s.cache.updateTrustBundle([caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem]);
     await until(() => s.signer.hold!.length === 1, "re-issue signing started");
     const [during, root] = await Promise.all([s.cache.get("default"), s.cache.get("ROOTCA")]);
     expect(during).toBe(first);
@@ -273,7 +200,7 @@ describe("SecretCache: roots and listeners", () => {
 
   test("a trust bundle before any certificate signs once (for the CA's root), not a second time to re-issue", async () => {
     const s = setup();
-    s.cache.updateTrustBundle([caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem]);
     expect(s.keygens()).toBe(1);
     await until(() => s.updates.includes("ROOTCA"), "ROOTCA push");
     expect(s.keygens()).toBe(1);
@@ -289,12 +216,12 @@ describe("SecretCache: roots and listeners", () => {
     await until(() => s.blocker.includes("clear"), "renewed");
     expect(s.updates).toEqual(["default"]);
     expect(s.messages().filter((m) => m.startsWith("root certificate changed") || m.startsWith("workload certificate renewed after"))).toEqual([]);
-    s.signer.ca = caB;
+    s.signer.ca = fx.caB;
     s.clock.advance(1_800_000);
     await until(() => s.blocker.filter((b) => b === "clear").length === 2, "renewed again");
     expect(s.updates).toEqual(["default", "default", "ROOTCA"]);
     expect(s.messages()).toContain("root certificate changed with the new workload certificate: pushing ROOTCA");
-    expect((await s.cache.get("ROOTCA")).rootCert).toBe(caB.rootPem);
+    expect((await s.cache.get("ROOTCA")).rootCert).toBe(fx.caB.rootPem);
     s.cache.close();
   });
 
@@ -322,14 +249,14 @@ describe("SecretCache: guards, metrics and pure rules", () => {
     const s = setup();
     await s.cache.get("default");
     s.cache.close();
-    s.cache.updateTrustBundle([caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem]);
     expect(s.keygens()).toBe(1);
   });
 
   test("a trust bundle before any certificate with the CA down: ROOTCA waits, and no renewal retry is scheduled", async () => {
     const s = setup();
     s.signer.fail = "CA down";
-    s.cache.updateTrustBundle([caB.rootPem]);
+    s.cache.updateTrustBundle([fx.caB.rootPem]);
     await until(() => s.messages().some((m) => m.startsWith("ROOTCA not available yet")), "ROOTCA attempt failed");
     // sentinel: a later signing attempt, started and failed after the first one settled
     await expect(s.cache.get("default")).rejects.toThrow("CA down");
