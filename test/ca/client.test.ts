@@ -12,6 +12,7 @@ import { generateKeyAndCsr } from "../../src/ca/keygen.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { CA_MAX_ATTEMPTS } from "../../src/ca/retry.ts";
 import { FakeCa } from "../support/fake-ca.ts";
+import { until } from "../sds/fake-clock.ts";
 
 const SPIFFE = "spiffe://cluster.local/ns/ns1/sa/sa1";
 let ca: FakeCa;
@@ -127,14 +128,33 @@ describe("IstioCaClient", () => {
     c.close();
   });
 
+  // Each attempt's deadline covers connecting too: under load an attempt may expire before its
+  // request reaches the CA. So the CA's count of requests is not asserted exactly; what must hold
+  // at any speed is that a request the CA holds forever is cut by the deadline and retried.
   test("a stalled CA hits the per-attempt deadline and is retried", async () => {
     ca.mode = "stall";
-    const c = client({}, 200);
-    const err = (await c.sign(csr, 60).catch((e) => e)) as CaError;
-    expect(err.message).toContain("DEADLINE_EXCEEDED");
-    expect(ca.requests.length).toBe(CA_MAX_ATTEMPTS);
+    const c = client({}, 1000);
+    const signed = c.sign(csr, 60);
+    await until(() => ca.requests.length >= 1, "a request held by the stalled CA", 20_000);
+    ca.mode = "ok"; // the held request is never answered: only its deadline ends it
+    const chain = await Promise.race([signed, Bun.sleep(20_000).then(() => "still waiting after 20 s: no per-attempt deadline")]);
+    expect(Array.isArray(chain) ? chain.length : chain).toBe(2);
+    expect(retries).toBeGreaterThanOrEqual(1);
+    expect(ca.requests.length).toBeGreaterThanOrEqual(2);
     c.close();
-  });
+  }, 45_000);
+
+  test("a CA stalled on every attempt ends with DEADLINE_EXCEEDED after 5 attempts with Istio's backoff", async () => {
+    ca.mode = "stall";
+    const c = client({}, 200);
+    const err = (await Promise.race([c.sign(csr, 60).catch((e) => e), Bun.sleep(20_000).then(() => new Error("no per-attempt deadline"))])) as Error;
+    expect(err).toBeInstanceOf(CaError);
+    expect(err.message).toContain("DEADLINE_EXCEEDED");
+    expect(retries).toBe(CA_MAX_ATTEMPTS - 1);
+    expect(sleeps).toEqual([100, 200, 400, 800]);
+    expect(ca.requests.length).toBeLessThanOrEqual(CA_MAX_ATTEMPTS);
+    c.close();
+  }, 45_000);
 
   test("a wrong server name fails the TLS handshake", async () => {
     const c = client({ serverName: "not-istiod.example" }, 2000);
