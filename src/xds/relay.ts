@@ -356,7 +356,11 @@ export class StreamRelay {
     let ok: boolean;
     if (!more || more.length === 0) ok = this.down.write(bytes);
     else if (this.down.writev) ok = this.down.writev(bytes, more);
-    else ok = this.down.write(bytes) && this.down.write(more);
+    else {
+      // Both, always: a call that is full still queues what it is given (false = wait for onDrain).
+      const first = this.down.write(bytes);
+      ok = this.down.write(more) && first;
+    }
     if (!ok && !this.upBlocked) {
       this.upBlocked = true;
       this.upstream?.pause();

@@ -6,13 +6,8 @@
 // (npm run mutate -- xds-relay); relay.test.ts covers the same over real gRPC, more slowly.
 
 import { describe, expect, test } from "bun:test";
-import { memoryLogger } from "../../src/lib/log.ts";
-import { LogLimiter } from "../../src/lib/loglimit.ts";
-import type { DownstreamCall } from "../../src/xds/downstream.ts";
 import { grpcFrame } from "../../src/xds/grpcframe.ts";
-import { xdsCodec, type AgentRequest } from "../../src/xds/messages.ts";
-import type { XdsMetrics } from "../../src/xds/metrics.ts";
-import { StreamRelay } from "../../src/xds/relay.ts";
+import type { AgentRequest } from "../../src/xds/messages.ts";
 import type { EcdsHook, EcdsResult } from "../../src/wasm/ecds.ts";
 import { until } from "../sds/fake-clock.ts";
 import {
@@ -28,122 +23,8 @@ import {
   SOTW_PATH,
   TYPE_PREFIX,
   WORKLOAD_TYPE,
-  type GrpcStatus,
 } from "../../src/xds/types.ts";
-import type { UpstreamHandlers } from "../../src/xds/upstream.ts";
-import { TYPES } from "./harness.ts";
-
-const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const codec = xdsCodec();
-const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
-
-const req = (typeUrl: string, delta = false) =>
-  Buffer.from(delta ? TYPES.DeltaReq.encode(TYPES.DeltaReq.create({ typeUrl })).finish() : TYPES.Req.encode(TYPES.Req.create({ typeUrl })).finish());
-const res = (typeUrl: string, nonce: string, version = "v1", resources = [Buffer.from("payload")]) =>
-  Buffer.from(TYPES.Res.encode(TYPES.Res.create({ typeUrl, versionInfo: version, nonce, resources: resources.map((value) => ({ typeUrl, value })) })).finish());
-
-function rig(
-  o: { delta?: boolean; maxRequestBytes?: number; initial?: AgentRequest[]; health?: AgentRequest; handler?: (b: Uint8Array) => void; ecds?: EcdsHook } = {},
-) {
-  const delta = o.delta ?? false;
-  const ev: string[] = [];
-  const down: Buffer[] = [];
-  const up: Buffer[] = [];
-  const finished: GrpcStatus[] = [];
-  const opened: { path: string; delta: boolean }[] = [];
-  const handled: string[] = [];
-  let downWritable = true;
-  let upWritable = true;
-  let uh: UpstreamHandlers | undefined;
-  const mem = memoryLogger();
-  const call: DownstreamCall = {
-    delta,
-    path: delta ? DELTA_PATH : SOTW_PATH,
-    finished: false,
-    write: (b) => (down.push(Buffer.from(b)), downWritable),
-    pause: () => ev.push("down.pause"),
-    resume: () => ev.push("down.resume"),
-    finish: (s) => finished.push(s),
-  };
-  const metric = (name: string) => ({
-    inc: (a?: unknown, b?: unknown) =>
-      ev.push(`${name}${typeof a === "object" ? ` ${JSON.stringify(a)}` : ""}${typeof a === "number" ? ` ${a}` : ""}${b !== undefined ? ` ${b}` : ""}`),
-  });
-  const metrics = {
-    istiodConnectionFailures: metric("failures"),
-    istiodConnectionTerminations: metric("istiod-terminations"),
-    envoyConnectionTerminations: metric("envoy-terminations"),
-    requests: metric("requests"),
-    responses: metric("responses"),
-    bytesUpstream: metric("bytes-up"),
-    bytesDownstream: metric("bytes-down"),
-    recvMax: { record: (n: number) => ev.push(`recv-max ${n}`) },
-  } as unknown as XdsMetrics;
-  const internal = new Map([[NAME_TABLE_TYPE, o.handler ?? ((b: Uint8Array) => handled.push(Buffer.from(b).toString()))]]);
-  const relay = new StreamRelay(call, {
-    codec,
-    internal,
-    initialRequests: o.initial ?? [],
-    lastHealth: () => o.health,
-    maxRequestBytes: o.maxRequestBytes ?? 1 << 20,
-    log: mem.log,
-    logLimit: new LogLimiter({ burst: 100, windowMs: 1000, now: () => 0 }),
-    metrics,
-    onUpstreamConnected: () => ev.push("connected"),
-    ...(o.ecds ? { ecds: o.ecds } : {}),
-  });
-  const dh = relay.start({
-    describe: "istiod:15012",
-    open: (meta, h) => {
-      opened.push(meta);
-      uh = h;
-      return {
-        write: (b) => (up.push(Buffer.from(b)), upWritable),
-        pause: () => ev.push("up.pause"),
-        resume: () => ev.push("up.resume"),
-        close: () => ev.push("up.close"),
-      };
-    },
-  });
-  /** Upstream requests decoded with Envoy's schema. */
-  const sent = () => {
-    const wire = Buffer.concat(up);
-    const out: { typeUrl: string; version: string; nonce: string; error?: string }[] = [];
-    for (let i = 0; i < wire.length;) {
-      const len = wire.readUInt32BE(i + 1);
-      const m = (delta ? TYPES.DeltaReq : TYPES.Req).decode(wire.subarray(i + 5, i + 5 + len)).toJSON() as {
-        typeUrl?: string;
-        versionInfo?: string;
-        responseNonce?: string;
-        errorDetail?: { message?: string };
-      };
-      out.push({
-        typeUrl: m.typeUrl ?? "",
-        version: m.versionInfo ?? "",
-        nonce: m.responseNonce ?? "",
-        ...(m.errorDetail ? { error: m.errorDetail.message ?? "" } : {}),
-      });
-      i += 5 + len;
-    }
-    return out;
-  };
-  const lines = () => mem.lines.map((l) => l.split("\t").slice(1, 3).join(" "));
-  return {
-    relay,
-    dh,
-    ev,
-    down,
-    up,
-    finished,
-    opened,
-    handled,
-    sent,
-    lines,
-    up_: () => uh!,
-    setDownWritable: (w: boolean) => (downWritable = w),
-    setUpWritable: (w: boolean) => (upWritable = w),
-  };
-}
+import { CDS, hex, req, res, rig } from "./relay-rig.ts";
 
 describe("relay: requests", () => {
   test("the upstream stream opens on the first complete request, once, and gets the request bytes as sent", () => {
