@@ -26,7 +26,10 @@ export const AREAS: Record<string, Area> = {
   },
   // The in-memory relay tests and the chunk-boundary tests (a second a run). relay.test.ts and
   // relay-edge.test.ts (real gRPC and TLS, 4 and 8 s) and the fuzz test are left out.
-  "xds-relay": { mutate: ["src/xds/relay.ts", "src/xds/types.ts"], tests: ["test/xds/mutants-relay.test.ts", "test/xds/relay-chunks.test.ts"] },
+  "xds-relay": {
+    mutate: ["src/xds/relay.ts", "src/xds/types.ts"],
+    tests: ["test/xds/mutants-relay.test.ts", "test/xds/mutants-relay-state.test.ts", "test/xds/relay-chunks.test.ts"],
+  },
   // session.ts (700 lines, its tests 5 s a run) would take hours: the codec half is measured.
   "xds-h2": {
     mutate: ["src/xds/h2/frames.ts", "src/xds/h2/hpack.ts", "src/xds/h2/huffman.ts", "src/xds/h2/ratebudget.ts"],

@@ -1,0 +1,227 @@
+// The HTTP/2 codec's small parts, byte for byte (mutation testing, npm run mutate -- xds-h2): the
+// frame encoders against the layout of RFC 9113 §4.1 and §6 (bytes written out by hand from the
+// RFC's figures), the protocol's constants (RFC 9113 §3.4, §6, §7, §11), the reset budget with a
+// scripted clock, and the HPACK encoder's integer prefixes (RFC 7541 §5.1, static indexes from
+// Appendix A). The HPACK decoder and Huffman code are checked against RFC 7541's own vectors in
+// h2-hpack.test.ts.
+
+import { describe, expect, test } from "bun:test";
+import {
+  DEFAULT_WINDOW,
+  Flag,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  frame,
+  goawayFrame,
+  H2Code,
+  h2CodeName,
+  headerFrames,
+  MAX_FRAME_SIZE,
+  MAX_WINDOW,
+  MIN_FRAME_SIZE,
+  PREFACE,
+  rstStreamFrame,
+  Setting,
+  settingsFrame,
+  windowUpdateFrame,
+  writeFrameHeader,
+} from "../../src/xds/h2/frames.ts";
+import { encodeHeaders, headerValue } from "../../src/xds/h2/hpack.ts";
+import { DEFAULT_RESET_BUDGET, RateBudget } from "../../src/xds/h2/ratebudget.ts";
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+
+describe("HTTP/2 constants (RFC 9113)", () => {
+  test("the client preface (§3.4) and the frame header size (§4.1)", () => {
+    expect(hex(PREFACE)).toBe("505249202a20485454502f322e300d0a0d0a534d0d0a0d0a");
+    expect(FRAME_HEADER_BYTES).toBe(9);
+  });
+
+  test("frame types, flags and settings (§6, §11.2, §11.3)", () => {
+    expect(FrameType).toEqual({
+      DATA: 0,
+      HEADERS: 1,
+      PRIORITY: 2,
+      RST_STREAM: 3,
+      SETTINGS: 4,
+      PUSH_PROMISE: 5,
+      PING: 6,
+      GOAWAY: 7,
+      WINDOW_UPDATE: 8,
+      CONTINUATION: 9,
+    });
+    expect(Flag).toEqual({ END_STREAM: 1, ACK: 1, END_HEADERS: 4, PADDED: 8, PRIORITY: 32 });
+    expect(Setting).toEqual({
+      HEADER_TABLE_SIZE: 1,
+      ENABLE_PUSH: 2,
+      MAX_CONCURRENT_STREAMS: 3,
+      INITIAL_WINDOW_SIZE: 4,
+      MAX_FRAME_SIZE: 5,
+      MAX_HEADER_LIST_SIZE: 6,
+    });
+  });
+
+  test("window and frame size limits (§6.5.2, §6.9.1)", () => {
+    expect([DEFAULT_WINDOW, MAX_WINDOW, MIN_FRAME_SIZE, MAX_FRAME_SIZE]).toEqual([65535, 2147483647, 16384, 16777215]);
+  });
+
+  test("error codes and their names (§7); an unknown code is named by number", () => {
+    const names = [
+      "NO_ERROR",
+      "PROTOCOL_ERROR",
+      "INTERNAL_ERROR",
+      "FLOW_CONTROL_ERROR",
+      "SETTINGS_TIMEOUT",
+      "STREAM_CLOSED",
+      "FRAME_SIZE_ERROR",
+      "REFUSED_STREAM",
+      "CANCEL",
+      "COMPRESSION_ERROR",
+      "CONNECT_ERROR",
+      "ENHANCE_YOUR_CALM",
+      "INADEQUATE_SECURITY",
+      "HTTP_1_1_REQUIRED",
+    ];
+    expect(Object.keys(H2Code)).toEqual(names);
+    names.forEach((n, code) => {
+      expect(H2Code[n as keyof typeof H2Code] as number).toBe(code);
+      expect(h2CodeName(code)).toBe(n);
+    });
+    expect(h2CodeName(14)).toBe("code 14");
+    expect(h2CodeName(0xdead)).toBe("code 57005");
+  });
+});
+
+describe("frame encoders (RFC 9113 §4.1, §6)", () => {
+  test("the 9-octet header: 24-bit length, type, flags, reserved bit cleared on the stream id", () => {
+    const b = new Uint8Array(12).fill(0xaa);
+    writeFrameHeader(b, 2, 0x123456, 0x09, 0x25, 0xfedcba98);
+    expect(hex(b)).toBe("aaaa" + "123456" + "09" + "25" + "7edcba98" + "aa");
+    writeFrameHeader(b, 0, 0, 0, 0, 0);
+    expect(hex(b.subarray(0, 9))).toBe("000000000000000000");
+  });
+
+  test("frame: header and payload; an empty payload by default", () => {
+    expect(hex(frame(FrameType.PING, Flag.ACK, 0, Buffer.from("01234567")))).toBe("000008060100000000" + "3031323334353637");
+    expect(hex(frame(FrameType.DATA, Flag.END_STREAM, 1))).toBe("000000000100000001");
+  });
+
+  test("SETTINGS: identifier (16 bits) and value (32 bits) per setting, on stream 0", () => {
+    expect(
+      hex(
+        settingsFrame([
+          [Setting.HEADER_TABLE_SIZE, 4096],
+          [Setting.INITIAL_WINDOW_SIZE, 0xffffffff],
+          [Setting.MAX_FRAME_SIZE, 16384],
+        ]),
+      ),
+    ).toBe("000012040000000000" + "000100001000" + "0004ffffffff" + "000500004000");
+    expect(hex(settingsFrame([]))).toBe("000000040000000000");
+  });
+
+  test("WINDOW_UPDATE: 31-bit increment, the reserved bit cleared", () => {
+    expect(hex(windowUpdateFrame(3, 0x80000001))).toBe("000004080000000003" + "00000001");
+    expect(hex(windowUpdateFrame(0, MAX_WINDOW))).toBe("000004080000000000" + "7fffffff");
+  });
+
+  test("RST_STREAM: the error code", () => {
+    expect(hex(rstStreamFrame(5, H2Code.CANCEL))).toBe("000004030000000005" + "00000008");
+    expect(hex(rstStreamFrame(7, 0xffffffff))).toBe("000004030000000007" + "ffffffff");
+  });
+
+  test("GOAWAY: last stream id (reserved bit cleared), code, debug data, on stream 0", () => {
+    expect(hex(goawayFrame(0x80000007, H2Code.ENHANCE_YOUR_CALM, "calm"))).toBe("00000c070000000000" + "00000007" + "0000000b" + "63616c6d");
+    expect(hex(goawayFrame(1, 0xffffffff))).toBe("000008070000000000" + "00000001" + "ffffffff");
+  });
+
+  test("a header block: HEADERS then CONTINUATION, at most maxFrame each; END_HEADERS on the last, END_STREAM on the first", () => {
+    const block = Buffer.from("0123456789");
+    expect(headerFrames(3, block, true, 4).map(hex)).toEqual([
+      "000004010100000003" + hex(Buffer.from("0123")),
+      "000004090000000003" + hex(Buffer.from("4567")),
+      "000002090400000003" + hex(Buffer.from("89")),
+    ]);
+    expect(headerFrames(3, block, false, 5).map(hex)).toEqual([
+      "000005010000000003" + hex(Buffer.from("01234")),
+      "000005090400000003" + hex(Buffer.from("56789")),
+    ]);
+    expect(headerFrames(1, block, true, 10).map(hex)).toEqual(["00000a010500000001" + hex(block)]);
+    expect(headerFrames(1, new Uint8Array(0), false, 10).map(hex)).toEqual(["000000010400000001"]);
+  });
+});
+
+describe("reset budget (a token bucket)", () => {
+  test("nghttp2's defaults", () => {
+    expect(DEFAULT_RESET_BUDGET).toEqual({ burst: 1000, perSecond: 33 });
+  });
+
+  test("burst at once, then refused until a whole token refills; never more than the burst", () => {
+    let t = 1_000_000;
+    const b = new RateBudget({ burst: 2, perSecond: 4 }, () => t);
+    expect([b.take(), b.take(), b.take()]).toEqual([true, true, false]);
+    t += 125; // half a token
+    expect(b.take()).toBe(false);
+    t += 125; // the other half: exactly one
+    expect([b.take(), b.take()]).toEqual([true, false]);
+    t += 60_000; // 240 tokens' worth, capped at the burst
+    expect([b.take(), b.take(), b.take()]).toEqual([true, true, false]);
+  });
+
+  test("refill counts from the last call, not from construction", () => {
+    let t = 0;
+    const b = new RateBudget({ burst: 1, perSecond: 1 }, () => t);
+    t = 5000;
+    expect([b.take(), b.take()]).toEqual([true, false]);
+    t = 5999;
+    expect(b.take()).toBe(false);
+    t = 6001; // the 0.999 counted at 5999 plus 0.002: a whole token
+    expect(b.take()).toBe(true);
+  });
+});
+
+describe("HPACK encoder: integer prefixes (RFC 7541 §5.1)", () => {
+  test("a static name index below 15 fits the 4-bit prefix; 15 and above continue", () => {
+    expect(hex(encodeHeaders([[":path", "/"]]))).toBe("04012f"); // index 4
+    expect(hex(encodeHeaders([["date", ""]]))).toBe("0f1200"); // index 33 = 15 + 18
+    expect(hex(encodeHeaders([["cache-control", "x"]]))).toBe("0f090178"); // index 24 = 15 + 9
+    expect(hex(encodeHeaders([["age", ""]]))).toBe("0f0600"); // index 21
+    expect(hex(encodeHeaders([["accept-charset", ""]]))).toBe("0f0000"); // index 15 = 15 + 0
+    expect(hex(encodeHeaders([["server", ""]]))).toBe("0f2700"); // index 54
+  });
+
+  test("the first of a repeated static name is used (:method GET is index 2, :path / is 4)", () => {
+    expect(hex(encodeHeaders([[":method", "POST"]]))).toBe("0204504f5354");
+    expect(hex(encodeHeaders([[":status", "200"]]))).toBe("0803323030");
+  });
+
+  test("string lengths: 126 in the 7-bit prefix, 127 and 255 continue", () => {
+    const len = (n: number) => hex(encodeHeaders([["x", "v".repeat(n)]])).slice(6, -2 * n);
+    expect(len(126)).toBe("7e");
+    expect(len(127)).toBe("7f00");
+    expect(len(128)).toBe("7f01");
+    expect(len(254)).toBe("7f7f");
+    expect(len(255)).toBe("7f8001");
+    expect(len(16_511)).toBe("7f808001"); // 127 + 16384: two continuation octets
+  });
+
+  test("an unknown name is a literal: 0x00, then the name and value as raw strings", () => {
+    expect(hex(encodeHeaders([["te", "trailers"]]))).toBe("0002" + "7465" + "08" + hex(Buffer.from("trailers")));
+  });
+
+  test("the table size update to 0 leads the block when asked for", () => {
+    expect(hex(encodeHeaders([[":path", "/"]], true))).toBe("2004012f");
+    expect(hex(encodeHeaders([], true))).toBe("20");
+    expect(hex(encodeHeaders([], false))).toBe("");
+  });
+
+  test("headerValue gives the first value of a name, or undefined", () => {
+    const h: [string, string][] = [
+      ["a", "1"],
+      ["b", "2"],
+      ["a", "3"],
+    ];
+    expect(headerValue(h, "a")).toBe("1");
+    expect(headerValue(h, "b")).toBe("2");
+    expect(headerValue(h, "c")).toBeUndefined();
+  });
+});
