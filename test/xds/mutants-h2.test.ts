@@ -26,7 +26,7 @@ import {
   windowUpdateFrame,
   writeFrameHeader,
 } from "../../src/xds/h2/frames.ts";
-import { encodeHeaders, headerValue } from "../../src/xds/h2/hpack.ts";
+import { encodeHeaders, HpackDecoder, headerValue } from "../../src/xds/h2/hpack.ts";
 import { DEFAULT_RESET_BUDGET, RateBudget } from "../../src/xds/h2/ratebudget.ts";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
@@ -223,5 +223,91 @@ describe("HPACK encoder: integer prefixes (RFC 7541 §5.1)", () => {
     expect(headerValue(h, "a")).toBe("1");
     expect(headerValue(h, "b")).toBe("2");
     expect(headerValue(h, "c")).toBeUndefined();
+  });
+});
+
+describe("HPACK static table (RFC 7541 Appendix A)", () => {
+  // Copied from the RFC: index 1 first; names with a value listed as name: value.
+  const APPENDIX_A = [
+    ":authority",
+    ":method: GET",
+    ":method: POST",
+    ":path: /",
+    ":path: /index.html",
+    ":scheme: http",
+    ":scheme: https",
+    ":status: 200",
+    ":status: 204",
+    ":status: 206",
+    ":status: 304",
+    ":status: 400",
+    ":status: 404",
+    ":status: 500",
+    "accept-charset",
+    "accept-encoding: gzip, deflate",
+    "accept-language",
+    "accept-ranges",
+    "accept",
+    "access-control-allow-origin",
+    "age",
+    "allow",
+    "authorization",
+    "cache-control",
+    "content-disposition",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-range",
+    "content-type",
+    "cookie",
+    "date",
+    "etag",
+    "expect",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "link",
+    "location",
+    "max-forwards",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "refresh",
+    "retry-after",
+    "server",
+    "set-cookie",
+    "strict-transport-security",
+    "transfer-encoding",
+    "user-agent",
+    "vary",
+    "via",
+    "www-authenticate",
+  ];
+
+  test("each of the 61 entries, decoded from its indexed representation (0x80 | index)", () => {
+    const d = new HpackDecoder();
+    const got = APPENDIX_A.map((_, i) => d.decode(Buffer.from([0x80 | (i + 1)]))[0]!).map(([n, v]) => (v ? `${n}: ${v}` : n));
+    expect(got).toEqual(APPENDIX_A);
+  });
+
+  test("the encoder names each static name by its first index", () => {
+    const seen = new Set<string>();
+    APPENDIX_A.forEach((e, i) => {
+      const name = e.split(": ")[0]!;
+      if (seen.has(name)) return;
+      seen.add(name);
+      const index = i + 1;
+      const prefix = index < 15 ? [index] : [15, index - 15];
+      expect(hex(encodeHeaders([[name, ""]]))).toBe(hex(Buffer.from([...prefix, 0])));
+    });
+    expect(seen.size).toBe(52);
   });
 });
