@@ -18,7 +18,7 @@ import {
 } from "../../src/status/envoyready.ts";
 import { parseReadinessProbe, WorkloadHealthChecker, type HealthCheckConfig } from "../../src/status/healthcheck.ts";
 import { ReadyCheck, renderNotReady } from "../../src/status/readycheck.ts";
-import { startHttpApp } from "../support/status-apps.ts";
+import { startGrpcHealthApp, startHttpApp } from "../support/status-apps.ts";
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -55,9 +55,9 @@ describe("Envoy's stats (util/stats.go)", () => {
     expect(
       parseUpdateStats(
         "cluster_manager.cds.update_success: 7\ncluster_manager.cds.update_success: 9\ncluster_manager.cds.update_rejected: 2\n" +
-          "listener_manager.lds.update_rejected: 4\nlistener_manager.lds.update_success:  5 ",
+          "listener_manager.lds.update_rejected: 40\nlistener_manager.lds.update_success:  512 ",
       ),
-    ).toEqual({ cdsSuccess: 7, cdsRejected: 2, ldsSuccess: 5, ldsRejected: 4 });
+    ).toEqual({ cdsSuccess: 7, cdsRejected: 2, ldsSuccess: 512, ldsRejected: 40 });
     expect(parseUpdateStats("")).toEqual({ cdsSuccess: 0, cdsRejected: 0, ldsSuccess: 0, ldsRejected: 0 });
   });
 
@@ -112,6 +112,15 @@ describe("fetchText", () => {
     expect(await fetchText(`${base}/ok`, 5000)).toBe("body text");
     expect(await fetchText(`${base}/busy`, 5000).catch((e: Error) => e.message)).toBe(`GET ${base}/busy: HTTP 503: ${"e".repeat(200)}`);
     expect(await fetchText(`${base}/moved`, 5000).catch((e: Error) => e.message)).toBe(`GET ${base}/moved: HTTP 302: go away`);
+  });
+
+  test("a refused connection is named as what it is, not as a timeout", async () => {
+    const app = startHttpApp({});
+    const url = `http://127.0.0.1:${app.port}/stats`;
+    await app.close(); // the port is closed now
+    const msg = await fetchText(url, 5000).catch((e: Error) => e.message);
+    expect(msg.startsWith(`GET ${url}: `)).toBe(true);
+    expect(msg).not.toContain("timed out");
   });
 
   test("a server that does not answer in time: 'timed out after N ms'", async () => {
@@ -235,6 +244,8 @@ describe("ProxyConfig.readinessProbe, field by field", () => {
       "h",
     )!;
     expect([c.initialDelayMs, c.timeoutMs, c.periodMs, c.successThreshold, c.failureThreshold]).toEqual([3000, 1000, 10_000, 1, 2]);
+    const min = parseReadinessProbe({ ...http, timeoutSeconds: 1, periodSeconds: 1, successThreshold: 1, failureThreshold: 1 }, "h")!;
+    expect([min.timeoutMs, min.periodMs, min.successThreshold, min.failureThreshold]).toEqual([1000, 1000, 1, 1]);
   });
 
   test("bad numbers name the field and the value", () => {
@@ -244,6 +255,10 @@ describe("ProxyConfig.readinessProbe, field by field", () => {
       [{ successThreshold: 1.5 }, "ProxyConfig.readinessProbe: successThreshold must be an integer >= 1, got 1.5"],
       [{ failureThreshold: "1.5" }, 'ProxyConfig.readinessProbe: failureThreshold must be an integer >= 1, got "1.5"'],
       [{ periodSeconds: true }, "ProxyConfig.readinessProbe: periodSeconds must be an integer >= 1, got true"],
+      [{ periodSeconds: "+5" }, 'ProxyConfig.readinessProbe: periodSeconds must be an integer >= 1, got "+5"'],
+      [{ periodSeconds: " 5" }, 'ProxyConfig.readinessProbe: periodSeconds must be an integer >= 1, got " 5"'],
+      [{ periodSeconds: "5e1" }, 'ProxyConfig.readinessProbe: periodSeconds must be an integer >= 1, got "5e1"'],
+      [{ periodSeconds: "5 " }, 'ProxyConfig.readinessProbe: periodSeconds must be an integer >= 1, got "5 "'],
     ];
     for (const [over, want] of bad) expect(() => parseReadinessProbe({ ...http, ...over }, "h")).toThrow(want);
   });
@@ -328,14 +343,16 @@ describe("WorkloadHealthChecker's loop", () => {
 
   test("an initial delay cut short by the abort runs no check", async () => {
     let probes = 0;
+    const mem = memoryLogger();
     await new WorkloadHealthChecker({
-      config: config({ initialDelayMs: 1000 }),
+      config: config({ initialDelayMs: 1500 }),
       reporter: { reportHealth: () => {} },
-      log: silentLogger(),
+      log: mem.log,
       sleep: async () => false,
       probe: async () => (probes++, undefined),
     }).run(new AbortController().signal);
     expect(probes).toBe(0);
+    expect(mem.lines.map((l) => l.split("\t").slice(1).join(" "))).toEqual(["info starting health check for exec in 1.5s (period 10s)"]);
   });
 
   test("aborted during a check: its result is not reported", async () => {
@@ -381,5 +398,17 @@ describe("WorkloadHealthChecker's loop", () => {
     expect(await check()).toBe(`HTTP probe http://localhost:${app.port}/r answered 400`);
     status = 200;
     expect(await check()).toBeUndefined();
+  });
+
+  test("gRPC probes say who they are: istio-probe/1.0", async () => {
+    const grpc = await startGrpcHealthApp({ "": 1 });
+    cleanups.push(grpc.close);
+    const hc = new WorkloadHealthChecker({
+      config: config({ probe: { kind: "grpc", host: "127.0.0.1", port: grpc.port, service: "" } }),
+      reporter: { reportHealth: () => {} },
+      log: silentLogger(),
+    });
+    expect(await hc.checkOnce()).toBeUndefined();
+    expect(grpc.calls.at(-1)!.userAgent[0]!.startsWith("istio-probe/1.0 istio-agent-probe")).toBe(true);
   });
 });
