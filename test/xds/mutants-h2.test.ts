@@ -26,7 +26,8 @@ import {
   windowUpdateFrame,
   writeFrameHeader,
 } from "../../src/xds/h2/frames.ts";
-import { encodeHeaders, HpackDecoder, headerValue } from "../../src/xds/h2/hpack.ts";
+import { encodeHeaders, HpackDecoder, HpackError, headerValue } from "../../src/xds/h2/hpack.ts";
+import { huffmanDecode } from "../../src/xds/h2/huffman.ts";
 import { DEFAULT_RESET_BUDGET, RateBudget } from "../../src/xds/h2/ratebudget.ts";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
@@ -309,5 +310,70 @@ describe("HPACK static table (RFC 7541 Appendix A)", () => {
       expect(hex(encodeHeaders([[name, ""]]))).toBe(hex(Buffer.from([...prefix, 0])));
     });
     expect(seen.size).toBe(52);
+  });
+});
+
+describe("HPACK decoding errors name what is wrong; limits are inclusive", () => {
+  const b = (...x: number[]) => Buffer.from(x);
+  const err = (block: Buffer, d = new HpackDecoder()) => {
+    try {
+      d.decode(block);
+    } catch (e) {
+      expect(e).toBeInstanceOf(HpackError);
+      return (e as Error).message;
+    }
+    return "decoded";
+  };
+
+  test("truncation, indexes, overflow, table size updates, list size", () => {
+    expect(err(b(0xff))).toBe("truncated integer");
+    expect(err(b(0xff, 0x80))).toBe("truncated integer");
+    expect(err(b(0x00))).toBe("truncated string");
+    expect(err(b(0x0f, 0x10))).toBe("truncated string");
+    expect(err(b(0x00, 0x05, 0x61))).toBe("string longer than the header block");
+    expect(err(b(0x80))).toBe("index 0");
+    expect(err(b(0xbe))).toBe("index 62 is beyond the dynamic table (0 entries)");
+    expect(err(b(0xff, 0xff, 0xff, 0xff, 0xff, 0x0f))).toBe("integer overflow");
+    expect(err(b(0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))).toBe("integer overflow");
+    expect(err(b(0x82, 0x20))).toBe("table size update after a header field");
+    expect(err(b(0x3f, 0xe2, 0x1f))).toBe("table size 4097 above the advertised 4096");
+    const field = Buffer.concat([b(0x00, 4), Buffer.from("name"), b(40), Buffer.alloc(40, 0x61)]); // 4 + 40 + 32 = 76
+    expect(err(Buffer.concat([field, b(0x82)]), new HpackDecoder(4096, 76 + 41))).toBe("header list larger than 117 bytes");
+  });
+
+  test("a Huffman error inside a block keeps the Huffman decoder's words", () => {
+    expect(err(b(0x00, 0x81, 0x00, 0x00))).toBe("Huffman padding is not a prefix of EOS");
+  });
+
+  test("2^31-1 is the largest integer; five continuation octets are allowed when the value fits", () => {
+    // 127 + 0 + 127·2^7 + 127·2^14 + 127·2^21 + 7·2^28 = 2^31 - 1
+    expect(err(b(0xff, 0x80, 0xff, 0xff, 0xff, 0x07))).toBe("index 2147483647 is beyond the dynamic table (0 entries)");
+    // a table size update of 31 + 2^28, the fifth octet at 2^28
+    expect(err(b(0x3f, 0x80, 0x80, 0x80, 0x80, 0x01), new HpackDecoder(2 ** 29))).toBe("decoded");
+  });
+
+  test("a header list of exactly the maximum passes; an entry of exactly the table size is added", () => {
+    const field = Buffer.concat([b(0x00, 4), Buffer.from("name"), b(40), Buffer.alloc(40, 0x61)]); // 76 octets
+    expect(err(field, new HpackDecoder(4096, 76))).toBe("decoded");
+    const d = new HpackDecoder();
+    d.decode(b(0x3f, 0x13)); // table size 31 + 19 = 50
+    d.decode(Buffer.concat([b(0x40, 9), Buffer.from("a".repeat(9)), b(9), Buffer.from("v".repeat(9))])); // 9 + 9 + 32 = 50
+    expect(d.decode(b(0xbe))).toEqual([["a".repeat(9), "v".repeat(9)]]);
+  });
+});
+
+describe("Huffman decoding errors (RFC 7541 §5.2)", () => {
+  const msg = (...x: number[]) => {
+    try {
+      return huffmanDecode(Buffer.from(x));
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  test("each error by name", () => {
+    expect(msg(0xff, 0xff, 0xff, 0xff)).toBe("EOS symbol inside a Huffman-coded string");
+    expect(msg(0x07, 0xff)).toBe("Huffman padding longer than 7 bits");
+    expect(msg(0x00)).toBe("Huffman padding is not a prefix of EOS");
+    expect(msg(0x07)).toBe("0");
   });
 });
