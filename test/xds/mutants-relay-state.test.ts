@@ -178,6 +178,15 @@ describe("relay: writes to Envoy", () => {
       expect(r.ev.filter((e) => e === "up.pause")).toEqual(["up.pause"]);
     }
   });
+
+  test("without writev, Envoy full after the first chunk (the prefix still fit) pauses istiod too", () => {
+    const r = rig();
+    r.dh.onData(grpcFrame(req(CDS)));
+    const answers = [true, false];
+    r.setDownWritable(() => answers.shift() ?? true);
+    r.up_().onData(grpcFrame(res(CDS, "n1")));
+    expect(r.ev.filter((e) => e === "up.pause")).toEqual(["up.pause"]);
+  });
 });
 
 describe("relay: log lines", () => {

@@ -47,7 +47,9 @@ export function rig(
   const finished: GrpcStatus[] = [];
   const opened: { path: string; delta: boolean }[] = [];
   const handled: string[] = [];
-  let downWritable = true;
+  /** What Envoy's writes answer: one value for all, or a function asked on each write. */
+  let downWritable: boolean | (() => boolean) = true;
+  const downAnswer = () => (typeof downWritable === "function" ? downWritable() : downWritable);
   let upWritable = true;
   let uh: UpstreamHandlers | undefined;
   const jsonLines: string[] = [];
@@ -58,11 +60,11 @@ export function rig(
     delta,
     path: delta ? DELTA_PATH : SOTW_PATH,
     finished: false,
-    write: (b) => (down.push(Buffer.from(b)), downWritable),
+    write: (b) => (down.push(Buffer.from(b)), downAnswer()),
     pause: () => ev.push("down.pause"),
     resume: () => ev.push("down.resume"),
     finish: (s) => finished.push(s),
-    ...(o.writev ? { writev: (a: Uint8Array, b: Uint8Array) => (down.push(Buffer.concat([a, b])), downWritable) } : {}),
+    ...(o.writev ? { writev: (a: Uint8Array, b: Uint8Array) => (down.push(Buffer.concat([a, b])), downAnswer()) } : {}),
   };
   const metric = (name: string) => ({
     inc: (a?: unknown, b?: unknown) =>
@@ -140,7 +142,7 @@ export function rig(
     lines,
     json: () => mem.lines.map((l) => JSON.parse(l) as Record<string, unknown>),
     up_: () => uh!,
-    setDownWritable: (w: boolean) => (downWritable = w),
+    setDownWritable: (w: boolean | (() => boolean)) => (downWritable = w),
     setUpWritable: (w: boolean) => (upWritable = w),
   };
 }
