@@ -335,6 +335,7 @@ describe("HPACK decoding errors name what is wrong; limits are inclusive", () =>
     expect(err(b(0xbe))).toBe("index 62 is beyond the dynamic table (0 entries)");
     expect(err(b(0xff, 0xff, 0xff, 0xff, 0xff, 0x0f))).toBe("integer overflow");
     expect(err(b(0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))).toBe("integer overflow");
+    expect(err(b(0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00))).toBe("integer overflow"); // a sixth octet, the value still small
     expect(err(b(0x82, 0x20))).toBe("table size update after a header field");
     expect(err(b(0x3f, 0xe2, 0x1f))).toBe("table size 4097 above the advertised 4096");
     const field = Buffer.concat([b(0x00, 4), Buffer.from("name"), b(40), Buffer.alloc(40, 0x61)]); // 4 + 40 + 32 = 76
