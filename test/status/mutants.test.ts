@@ -400,6 +400,16 @@ describe("WorkloadHealthChecker's loop", () => {
     expect(await check()).toBeUndefined();
   });
 
+  test("a host neither loopback nor listed as local is probed without a source address (no local-hosts list given)", async () => {
+    const hc = new WorkloadHealthChecker({
+      config: config({ timeoutMs: 2000, probe: { kind: "tcpSocket", host: "probe-target.invalid", port: 80 } }),
+      reporter: { reportHealth: () => {} },
+      log: silentLogger(),
+      sourceAddress: "127.0.0.6",
+    });
+    expect(await hc.checkOnce()).toStartWith("dial tcp probe-target.invalid:80: ");
+  });
+
   test("gRPC probes say who they are: istio-probe/1.0", async () => {
     const grpc = await startGrpcHealthApp({ "": 1 });
     cleanups.push(grpc.close);
