@@ -14,6 +14,8 @@ export interface Area {
   tests: string[];
   /** Stryker mutators left out for this area (e.g. StringLiteral: log text), said in docs/testing.md. */
   excludedMutations?: string[];
+  /** bun's per-test timeout (default 60 s): a mutant that makes a fast test hang then fails in seconds, not at Stryker's timeout. */
+  testTimeoutMs?: number;
 }
 
 export const AREAS: Record<string, Area> = {
@@ -38,9 +40,18 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/envoy/drain.ts", "src/envoy/drainplan.ts", "src/envoy/state.ts", "src/envoy/restart.ts"],
     tests: ["test/envoy/drainplan.test.ts", "test/envoy/state.test.ts", "test/envoy/restart.test.ts", "test/envoy/mutants.test.ts"],
   },
+  // The in-process tests (fake launcher and admin, manual clock: under a second a run) stand in
+  // for supervisor.test.ts and epochs.test.ts, which run a fake Envoy child process (3 s a run). A
+  // mutant that leaves a promise pending fails at bun's 5 s test timeout instead of Stryker's 30 s.
   "envoy-supervisor": {
     mutate: ["src/envoy/supervisor.ts"],
-    tests: ["test/envoy/state.test.ts", "test/envoy/supervisor.test.ts", "test/envoy/mutants-supervisor.test.ts"],
+    tests: [
+      "test/envoy/state.test.ts",
+      "test/envoy/mutants-supervisor.test.ts",
+      "test/envoy/mutants-supervisor-restart.test.ts",
+      "test/envoy/mutants-supervisor-epochs.test.ts",
+    ],
+    testTimeoutMs: 5000,
   },
   status: {
     mutate: ["src/status/envoyready.ts", "src/status/readycheck.ts", "src/status/healthcheck.ts"],
@@ -82,7 +93,7 @@ export function strykerConfig(area: string, a: Area): Record<string, unknown> {
     packageManager: "npm",
     testRunner: "command",
     // bun from node_modules, as npm test uses; bail on the first failure (one killing test is enough).
-    commandRunner: { command: `node_modules/.bin/bun test --bail --timeout 60000 ${a.tests.filter((t) => existsSync(t)).join(" ")}` },
+    commandRunner: { command: `node_modules/.bin/bun test --bail --timeout ${a.testTimeoutMs ?? 60_000} ${a.tests.filter((t) => existsSync(t)).join(" ")}` },
     mutate: a.mutate,
     ...(a.excludedMutations ? { mutator: { excludedMutations: a.excludedMutations } } : {}),
     // Only what the tests and the binary-free code need; not dist/, reports or the sandboxes of

@@ -46,7 +46,8 @@ describe("hot restart", () => {
     expect(f.procs[0]!.spec.args).not.toContain("--disable-hot-restart");
 
     writeFileSync(cert, "1");
-    await until(() => f.procs.length === 2, "epoch 1");
+    // Polled every 2 ms as configured (not the 1 s default): seen twice well within 1.5 s.
+    await until(() => f.procs.length === 2, "epoch 1", 1500);
     expect(epochArgs(f, 1)).toEqual(["--restart-epoch", "1", "--parent-shutdown-time-s", "60"]);
     expect(f.has(`info hot restart: ${cert} changed; starting Envoy epoch 1`)).toBe(true);
     expect(f.has("debug envoy: running (Envoy epoch 1 started, pid 1002)")).toBe(true);
@@ -77,6 +78,19 @@ describe("hot restart", () => {
     f.procs[1]!.exit({ code: 0, signal: null });
     expect(await f.sup.exited).toBe(0);
     expect(f.has("info Envoy epoch 1 (pid 1002) exited normally")).toBe(true);
+  });
+
+  test("the newest epoch exiting 0 while the parent runs stops nothing; the parent's exit then ends the agent", async () => {
+    const { f, cert } = await hot();
+    writeFileSync(cert, "1");
+    await until(() => f.procs.length === 2, "epoch 1");
+    f.procs[1]!.exit({ code: 0, signal: null });
+    await until(() => f.sup.pids.length === 1, "epoch 1 gone");
+    expect(f.has("debug envoy: running (Envoy epoch 1 ended: exit code 0; other epochs still running)")).toBe(true);
+    expect(f.procs[0]!.signals).toEqual([]);
+    expect(f.lines().some((l) => l.includes("newest Envoy epoch failed"))).toBe(false);
+    f.procs[0]!.exit({ code: 0, signal: null });
+    expect(await f.sup.exited).toBe(0);
   });
 
   test("an older epoch crashing while the newest runs is not a restart", async () => {

@@ -14,7 +14,7 @@ import type { EnvoyProcess, ExitStatus, LaunchSpec } from "../../src/envoy/proce
 import type { RestartPolicy } from "../../src/envoy/restart.ts";
 import { EnvoySupervisor, type EnvoySupervisorOptions } from "../../src/envoy/supervisor.ts";
 import { ManualClock } from "../../src/lib/clock.ts";
-import { memoryLogger } from "../../src/lib/log.ts";
+import { LogSink } from "../../src/lib/log.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 
 export const BINARY = "/usr/local/bin/envoy";
@@ -86,7 +86,9 @@ export function fakeSupervisor(o: FakeOptions = {}) {
   const bootstrap = join(dir, "envoy-rev.json");
   writeFileSync(bootstrap, "{}");
   const clock = new ManualClock();
-  const mem = memoryLogger("all:debug");
+  // JSON lines: the structured fields (the pid or path a line names) are asserted too.
+  const raw: string[] = [];
+  const sink = new LogSink({ outputLevels: "all:debug", json: true, write: (l) => raw.push(l) });
   const readiness = new Readiness(() => clock.now());
   const events: string[] = [];
   const procs: FakeEnvoy[] = [];
@@ -122,7 +124,7 @@ export function fakeSupervisor(o: FakeOptions = {}) {
     },
   } as unknown as EnvoyPidFile;
   const sup = new EnvoySupervisor({
-    log: mem.log.child("envoy"),
+    log: sink.logger("envoy"),
     readiness,
     binaryPath: BINARY,
     args: {
@@ -165,8 +167,9 @@ export function fakeSupervisor(o: FakeOptions = {}) {
     },
     ...o.options,
   });
-  /** Log lines as `level message` (no timestamp, no scope). */
-  const lines = () => mem.lines.map((l) => l.split("\t").filter((_, i) => i !== 0 && i !== 2).join(" "));
+  const records = () => raw.map((l) => JSON.parse(l) as { level: string; msg: string } & Record<string, unknown>);
+  /** Log lines as `level message`. */
+  const lines = () => records().map((r) => `${r.level} ${r.msg}`);
   return {
     sup,
     clock,
@@ -176,6 +179,13 @@ export function fakeSupervisor(o: FakeOptions = {}) {
     dir,
     bootstrap,
     lines,
+    /** The structured fields of the first line starting with `msg` (without time, level, scope, msg). */
+    fields: (msg: string) => {
+      const r = records().find((x) => x.msg.startsWith(msg));
+      if (!r) return undefined;
+      const { time: _t, level: _l, scope: _s, msg: _m, ...rest } = r;
+      return rest;
+    },
     has: (line: string) => lines().includes(line),
     blockers: () => readiness.blockers().map((b) => b.name),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),

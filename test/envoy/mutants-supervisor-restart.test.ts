@@ -38,6 +38,7 @@ describe("on-failure", () => {
     await running();
     await crashAndWait(f!, 1000);
     expect(f!.has("error Envoy (pid 1001) exited with exit code 3")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) exited with exit code 3")).toEqual({ pid: 1001 });
     expect(f!.has("info envoy: running -> restarting (Envoy epoch 0 ended: exit code 3)")).toBe(true);
     expect(f!.has("info restarting Envoy in 1s (restart 1 of 3 within 1m0s)")).toBe(true);
     expect(f!.blockers()).toEqual(["envoy restarting"]);
@@ -83,6 +84,7 @@ describe("on-failure", () => {
     f!.procs[0]!.exit({ code: null, signal: "SIGSEGV" });
     await f!.clock.whenPending(1000);
     expect(f!.has("warn Envoy (pid 1001) was killed by signal SIGSEGV")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) was killed by signal SIGSEGV")).toEqual({ pid: 1001 });
     await advanceToStart(f!, 1000, 2);
     f!.procs[1]!.exit({ code: null, signal: "SIGSEGV" });
     expect(await f!.sup.exited).toBe(139);
@@ -93,6 +95,7 @@ describe("on-failure", () => {
     f!.procs[0]!.exit({ code: null, signal: "SIGKILL" });
     await f!.clock.whenPending(1000);
     expect(f!.has("warn Envoy (pid 1001) was killed by SIGKILL: possibly OOM-killed; check memory usage and limits")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) was killed by SIGKILL")).toEqual({ pid: 1001 });
   });
 
   test("Envoy exiting 0 on its own is not restarted: the agent ends with 0 and reports it", async () => {

@@ -25,6 +25,7 @@ const running = async (o: Parameters<typeof fakeSupervisor>[0] = {}): Promise<Fa
 describe("start", () => {
   test("logs the drain plan and the on-failure policy, stops a stale Envoy first, records the pid, then runs", async () => {
     f = fakeSupervisor();
+    expect(f.sup.name).toBe("envoy");
     expect(f.sup.state).toBe("idle");
     await f.sup.start(new AbortController().signal);
     expect(f.sup.state).toBe("running");
@@ -131,6 +132,7 @@ describe("graceful shutdown", () => {
     expect(f!.has("info envoy: running -> draining (shutdown requested)")).toBe(true);
     expect(f!.has("info envoy: draining -> stopping (graceful termination period complete)")).toBe(true);
     expect(f!.has("info Envoy (pid 1001) exited normally")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) exited normally")).toEqual({ pid: 1001 });
     expect(f!.has("info envoy: stopping -> exited (Envoy epoch 0 ended: exit code 0)")).toBe(true);
     expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
     expect(existsSync(f!.bootstrap)).toBe(false);
@@ -218,6 +220,7 @@ describe("graceful shutdown", () => {
     await running({ onTerm: "signal" });
     await f!.sup.shutdown({ immediate: true });
     expect(f!.has("info Envoy (pid 1001) was killed by signal SIGTERM")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) was killed by signal SIGTERM")).toEqual({ pid: 1001 });
     expect(await f!.sup.exited).toBe(0);
   });
 
@@ -227,6 +230,7 @@ describe("graceful shutdown", () => {
     f!.procs[0]!.crash(7);
     expect(await f!.sup.exited).toBe(0);
     expect(f!.has("warn Envoy (pid 1001) exited with exit code 7")).toBe(true);
+    expect(f!.fields("Envoy (pid 1001) exited with exit code 7")).toEqual({ pid: 1001 });
     expect(f!.lines().some((l) => l.includes("Envoy exited with error"))).toBe(false);
   });
 });
@@ -274,6 +278,14 @@ describe("POST /quitquitquit and POST /drain", () => {
     expect(f!.events.filter((e) => e.startsWith("drain_listeners"))).toEqual(["drain_listeners inboundOnly=true skipExit=false"]);
   });
 
+  test("Envoy exiting while drained under policy never: Istio's exit code 0", async () => {
+    await running({ restart: { mode: "never" } });
+    await f!.sup.drain();
+    f!.procs[0]!.crash(3);
+    expect(await f!.sup.exited).toBe(0);
+    expect(f!.has("error Envoy exited with error: exit status 3")).toBe(true);
+  });
+
   test("Envoy exiting while drained is its own end: exit code passed on, not reported as a failure, no restart", async () => {
     await running();
     await f!.sup.drain();
@@ -299,11 +311,20 @@ describe("the end", () => {
       await f!.sup.shutdown({ immediate: true });
       expect(await f!.sup.exited).toBe(0);
       expect(f!.lines().some((l) => l.startsWith(`warn Failed to delete config file ${blocked}: `))).toBe(true);
+      expect(f!.fields(`Failed to delete config file ${blocked}: `)).toEqual({ path: blocked });
       expect(existsSync(after)).toBe(false);
       expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("stopped() resolves (with nothing) only once the supervisor has ended", async () => {
+    await running();
+    const stopped = f!.sup.stopped();
+    expect(await settled(stopped)).toBe(false);
+    await f!.sup.shutdown({ immediate: true });
+    expect(await stopped).toBeUndefined();
   });
 
   test("shutdown before start ends at once with 0", async () => {
