@@ -22,14 +22,16 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function hot(o: FakeOptions = {}): Promise<{ f: Fake; cert: string }> {
+async function hot(o: FakeOptions = {}): Promise<{ f: Fake; cert: string; key: string }> {
   const dir = mkdtempSync(join(tmpdir(), "envoy-mut-hot-"));
   dirs.push(dir);
   const cert = join(dir, "cert-chain.pem");
+  const key = join(dir, "key.pem");
   writeFileSync(cert, "0");
-  f = fakeSupervisor({ ...o, options: { hotRestart: { watchFiles: [cert], pollIntervalMs: 2, parentShutdownS: 60 }, ...o.options } });
+  writeFileSync(key, "0");
+  f = fakeSupervisor({ ...o, options: { hotRestart: { watchFiles: [cert, key], pollIntervalMs: 2, parentShutdownS: 60 }, ...o.options } });
   await f.sup.start(new AbortController().signal);
-  return { f, cert };
+  return { f, cert, key };
 }
 
 const epochArgs = (f: Fake, i: number) => {
@@ -40,8 +42,8 @@ const epochArgs = (f: Fake, i: number) => {
 
 describe("hot restart", () => {
   test("a change starts epoch N+1 with Envoy's hot-restart flags; a third epoch first stops the oldest", async () => {
-    const { f, cert } = await hot();
-    expect(f.has(`info hot restart enabled: a change to ${cert} starts a new Envoy epoch`)).toBe(true);
+    const { f, cert, key } = await hot();
+    expect(f.has(`info hot restart enabled: a change to ${cert}, ${key} starts a new Envoy epoch`)).toBe(true);
     expect(epochArgs(f, 0)).toEqual(["--restart-epoch", "0", "--parent-shutdown-time-s", "60"]);
     expect(f.procs[0]!.spec.args).not.toContain("--disable-hot-restart");
 
@@ -53,6 +55,7 @@ describe("hot restart", () => {
     expect(f.has("debug envoy: running (Envoy epoch 1 started, pid 1002)")).toBe(true);
     expect(f.sup.pids).toEqual([1001, 1002]);
     expect(f.procs[0]!.signals).toEqual([]); // Envoy's child retires its parent, not the agent
+    expect(f.lines().some((l) => l.includes("first (at most two epochs"))).toBe(false); // one epoch was running
 
     writeFileSync(cert, "2");
     await until(() => f.procs.length === 3, "epoch 2");
@@ -137,6 +140,36 @@ describe("hot restart", () => {
     expect(f.lines().some((l) => l.includes("newest Envoy epoch failed"))).toBe(false);
   });
 
+  test("stopping two epochs: the one that exited in time gets no SIGKILL, the one that hung does", async () => {
+    const { f, cert } = await hot({ onTerm: "ignore" });
+    writeFileSync(cert, "1");
+    await until(() => f.procs.length === 2, "epoch 1");
+    void f.sup.shutdown({ immediate: true });
+    await f.clock.whenPending(1500);
+    f.procs[0]!.exit({ code: 0, signal: null });
+    f.clock.advance(1500);
+    expect(await f.sup.exited).toBe(0);
+    expect(f.procs.map((p) => p.signals)).toEqual([["SIGTERM"], ["SIGTERM", "SIGKILL"]]);
+  });
+
+  test("a shutdown while a hot restart waits for the oldest epoch to stop: no new epoch is started", async () => {
+    const { f, cert } = await hot({ onTerm: "ignore" });
+    writeFileSync(cert, "1");
+    await until(() => f.procs.length === 2, "epoch 1");
+    writeFileSync(cert, "2");
+    await until(() => f.procs[0]!.signals.length === 1, "epoch 0 told to stop");
+    await f.clock.whenPending(1500);
+    void f.sup.shutdown(); // draining; epoch 1 keeps serving during the drain
+    await f.clock.whenPending(5000);
+    f.clock.advance(1500); // epoch 0's grace: SIGKILL, and the hot restart resumes
+    await until(() => f.sup.pids.length === 1, "epoch 0 gone");
+    // A later change is ignored (the sentinel: the hot restart chain has long run by then).
+    writeFileSync(cert, "3");
+    await until(() => f.lines().some((l) => l.startsWith("info ignoring change to")), "the ignored change");
+    expect(f.procs).toHaveLength(2);
+    expect(f.sup.state).toBe("draining");
+  });
+
   test("a hot restart that cannot spawn leaves the running epoch serving", async () => {
     const { f, cert } = await hot({ failSpawns: [2] });
     writeFileSync(cert, "1");
@@ -154,7 +187,8 @@ describe("hot restart", () => {
     void f.sup.shutdown();
     await f.clock.whenPending(5000);
     writeFileSync(cert, "1");
-    await until(() => f.has(`info ignoring change to ${cert}: Envoy is draining`), "the ignored change");
+    await until(() => f.lines().some((l) => l.startsWith("info ignoring change to")), "the ignored change");
+    expect(f.has(`info ignoring change to ${cert}: Envoy is draining`)).toBe(true);
     expect(f.procs).toHaveLength(1);
   });
 

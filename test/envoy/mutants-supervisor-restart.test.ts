@@ -66,6 +66,7 @@ describe("on-failure", () => {
     const err = await f!.sup.failed;
     expect(err).toBeInstanceOf(EnvoyError);
     expect(err.message).toBe("Envoy exited on its own (exit code 3)");
+    expect((err as EnvoyError).op).toBe("exit");
     expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 3");
   });
 
@@ -105,7 +106,9 @@ describe("on-failure", () => {
     expect(f!.procs).toHaveLength(1);
     expect(f!.has("info Envoy (pid 1001) exited normally")).toBe(true);
     expect(f!.has("info Envoy exited normally")).toBe(true);
-    expect((await f!.sup.failed).message).toBe("Envoy exited on its own (exit code 0)");
+    const err = await f!.sup.failed;
+    expect(err.message).toBe("Envoy exited on its own (exit code 0)");
+    expect((err as EnvoyError).op).toBe("exit");
   });
 
   test("a restart that cannot spawn counts as a crash: backed off again, then running", async () => {

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { EnvoyError } from "../../src/envoy/errors.ts";
 import { BINARY, fakeSupervisor, settled, until, type Fake } from "./mutants-supervisor-harness.ts";
 
 let f: Fake | undefined;
@@ -49,6 +50,15 @@ describe("start", () => {
     expect(f.readiness.isReady()).toBe(true);
   });
 
+  test("without a pid file or a reaper: started and stopped all the same, no reaper line", async () => {
+    f = fakeSupervisor({ options: { pidFile: undefined } });
+    await f.sup.start(new AbortController().signal);
+    await f.sup.shutdown({ immediate: true });
+    expect(await f.sup.exited).toBe(0);
+    expect(f.events.filter((e) => e.startsWith("pidfile"))).toEqual([]);
+    expect(f.lines().some((l) => l.includes("reaping orphaned"))).toBe(false);
+  });
+
   test("policy never: Istio's line; runAs is passed to the launcher", async () => {
     f = fakeSupervisor({ restart: { mode: "never" }, options: { runAs: { uid: 1337, gid: 1337 } } });
     await f.sup.start(new AbortController().signal);
@@ -73,13 +83,18 @@ describe("start", () => {
 
   test("a second start is refused, naming the state", async () => {
     await running();
-    await expect(f!.sup.start(new AbortController().signal)).rejects.toThrow("envoy supervisor already started (state running)");
+    const err = await f!.sup.start(new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EnvoyError);
+    expect((err as EnvoyError).message).toBe("envoy supervisor already started (state running)");
+    expect((err as EnvoyError).op).toBe("start");
     expect(f!.procs).toHaveLength(1);
   });
 
   test("a first start that cannot spawn fails with the launcher's error, exit code 1, no restart even under on-failure", async () => {
     f = fakeSupervisor({ failSpawns: [1] });
-    await expect(f.sup.start(new AbortController().signal)).rejects.toThrow(`Envoy did not start: cannot start Envoy binary ${BINARY}: attempt 1 failed`);
+    const err = await f.sup.start(new AbortController().signal).catch((e: unknown) => e);
+    expect((err as EnvoyError).message).toBe(`Envoy did not start: cannot start Envoy binary ${BINARY}: attempt 1 failed`);
+    expect((err as EnvoyError).op).toBe("spawn");
     expect(await f.sup.exited).toBe(1);
     expect(f.sup.state).toBe("exited");
     expect(f.has(`error cannot start Envoy binary ${BINARY}: attempt 1 failed`)).toBe(true);
@@ -216,6 +231,29 @@ describe("graceful shutdown", () => {
     expect(f!.lines().some((l) => l.includes("OOM"))).toBe(false);
   });
 
+  test("a SIGKILL from outside after our SIGTERM is still reported as a possible OOM kill", async () => {
+    await running({ onTerm: "ignore" });
+    void f!.sup.shutdown({ immediate: true });
+    expect(f!.procs[0]!.signals).toEqual(["SIGTERM"]);
+    f!.procs[0]!.exit({ code: null, signal: "SIGKILL" });
+    expect(await f!.sup.exited).toBe(0);
+    expect(f!.has("warn Envoy (pid 1001) was killed by SIGKILL: possibly OOM-killed; check memory usage and limits")).toBe(true);
+  });
+
+  test("an Envoy exiting at the very moment the grace ends gets no SIGKILL and no warning", async () => {
+    await running({ onTerm: "ignore" });
+    void f!.sup.shutdown({ immediate: true });
+    await f!.clock.whenPending(1500);
+    f!.clock.timer(1500, () => f!.procs[0]!.exit({ code: 0, signal: null })); // due with the grace timer, after it
+    f!.clock.advance(1500);
+    expect(await f!.sup.exited).toBe(0);
+    // Every step from here is a promise reaction (the clock is manual, there is no I/O): one
+    // macrotask later all of them have run, including the stop's own end after the grace.
+    await new Promise((r) => setTimeout(r, 0));
+    expect(f!.procs[0]!.signals).toEqual(["SIGTERM"]);
+    expect(f!.lines().some((l) => l.includes("sending SIGKILL"))).toBe(false);
+  });
+
   test("an Envoy that dies of SIGTERM while stopping is logged at info, not as a failure", async () => {
     await running({ onTerm: "signal" });
     await f!.sup.shutdown({ immediate: true });
@@ -317,6 +355,13 @@ describe("the end", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("a cleanup file already gone is no warning", async () => {
+    await running({ options: { cleanupFiles: ["/nonexistent/envoy-rev.json"] } });
+    await f!.sup.shutdown({ immediate: true });
+    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
+    expect(f!.lines().some((l) => l.startsWith("warn"))).toBe(false);
   });
 
   test("stopped() resolves (with nothing) only once the supervisor has ended", async () => {
