@@ -71,9 +71,16 @@ export const AREAS: Record<string, Area> = {
     tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts"],
     excludedMutations: ["StringLiteral"],
   },
+  // Istio's goldens (the CLI in dry-run, and the builder cases) and the hand-written renderings.
   iptables: {
     mutate: ["src/iptables/builder.ts", "src/iptables/rules.ts"],
-    tests: ["test/iptables/unit.test.ts", "test/conformance/iptables.test.ts", "test/conformance/iptables-builder.test.ts"],
+    tests: [
+      "test/iptables/unit.test.ts",
+      "test/conformance/iptables.test.ts",
+      "test/conformance/iptables-builder.test.ts",
+      "test/iptables/mutants-builder.test.ts",
+      "test/iptables/mutants-rules.test.ts",
+    ],
   },
   // The 10 s fuzz test is left out; table.test.ts and wire.test.ts run in about a second.
   dns: { mutate: ["src/dns/nametable.ts", "src/dns/lookup.ts"], tests: ["test/dns/table.test.ts", "test/dns/wire.test.ts", "test/dns/mutants.test.ts"] },
