@@ -47,7 +47,10 @@ describe("addressProblem: Istio's ValidateProxyAddress", () => {
     ["a..b:15012", '"a..b" is not a valid hostname or an IP address'],
     ["under_score:80", '"under_score" is not a valid hostname or an IP address'],
     [`${"a".repeat(64)}.svc:80`, `"${"a".repeat(64)}.svc" is not a valid hostname or an IP address`],
-    [`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(64)}:80`, `"${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(64)}" is not a valid hostname or an IP address`],
+    [
+      `${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(64)}:80`,
+      `"${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(64)}" is not a valid hostname or an IP address`,
+    ],
     // An all-numeric top-level domain is no host name; then it must parse as an IP address.
     ["1.2.3:80", '"1.2.3" is not a valid hostname or an IP address'],
     ["999.1.1.1:80", '"999.1.1.1" is not a valid hostname or an IP address'],
@@ -143,7 +146,9 @@ describe("validateProxyConfig", () => {
   test("serviceCluster: one of serviceCluster or tracingServiceName", () => {
     expect(errorsOf({ serviceCluster: undefined })).toEqual(["default: serviceCluster: oneof service cluster or tracing service name must be specified"]);
     expect(errorsOf({ serviceCluster: undefined, tracingServiceName: "APP_LABEL_AND_NAMESPACE" })).toEqual([]);
-    expect(errorsOf({ serviceCluster: "", tracingServiceName: "APP_LABEL_AND_NAMESPACE" })).toEqual(["default: serviceCluster: service cluster must be specified"]);
+    expect(errorsOf({ serviceCluster: "", tracingServiceName: "APP_LABEL_AND_NAMESPACE" })).toEqual([
+      "default: serviceCluster: service cluster must be specified",
+    ]);
   });
 
   test("each problem names the layer that set the field (the first segment of a dotted field)", () => {
@@ -183,7 +188,9 @@ describe("validateProxyConfig", () => {
     expect(validate({ controlPlaneAuthPolicy: "1" }).config.controlPlaneAuthPolicy).toBe("MUTUAL_TLS");
     expect(validate({ controlPlaneAuthPolicy: "0" }).config.controlPlaneAuthPolicy).toBe("NONE");
     expect(validate({ controlPlaneAuthPolicy: "NONE" }).config.controlPlaneAuthPolicy).toBe("NONE");
-    expect(errorsOf({ controlPlaneAuthPolicy: 2 })).toEqual(["default: controlPlaneAuthPolicy: unrecognized control plane auth policy 2 (want NONE or MUTUAL_TLS)"]);
+    expect(errorsOf({ controlPlaneAuthPolicy: 2 })).toEqual([
+      "default: controlPlaneAuthPolicy: unrecognized control plane auth policy 2 (want NONE or MUTUAL_TLS)",
+    ]);
     expect(errorsOf({ controlPlaneAuthPolicy: undefined })).toEqual([]);
   });
 

@@ -36,7 +36,12 @@ describe("RuleBuilder", () => {
   });
 
   test("appendVersioned substitutes only the placeholder, per family", () => {
-    const b = new RuleBuilder(true).appendVersioned("127.0.0.6/32", "::6/128", "ISTIO_OUTPUT", "nat", ["-s", "PLACEHOLDER_IP_VERSION_SPECIFIC", "-j", "RETURN"]);
+    const b = new RuleBuilder(true).appendVersioned("127.0.0.6/32", "::6/128", "ISTIO_OUTPUT", "nat", [
+      "-s",
+      "PLACEHOLDER_IP_VERSION_SPECIFIC",
+      "-j",
+      "RETURN",
+    ]);
     expect(b.rules("v4")[0]!.params).toEqual(["-A", "ISTIO_OUTPUT", "-s", "127.0.0.6/32", "-j", "RETURN"]);
     expect(b.rules("v6")[0]!.params).toEqual(["-A", "ISTIO_OUTPUT", "-s", "::6/128", "-j", "RETURN"]);
     const own = new RuleBuilder(true).appendVersioned("a", "b", "C", "nat", ["-d", "IP", "-j", "RETURN"], "IP");
@@ -218,7 +223,9 @@ describe("state from a save", () => {
       },
       mangle: { chains: ["ISTIO_DIVERT"], rules: [] },
     });
-    expect(istioLeftovers({ nat: { OUTPUT: ["-A OUTPUT -j", "-A OUTPUT  -j  'ISTIO_X' "] } })).toEqual({ nat: { chains: [], rules: ["-A OUTPUT  -j  'ISTIO_X' "] } });
+    expect(istioLeftovers({ nat: { OUTPUT: ["-A OUTPUT -j", "-A OUTPUT  -j  'ISTIO_X' "] } })).toEqual({
+      nat: { chains: [], rules: ["-A OUTPUT  -j  'ISTIO_X' "] },
+    });
     expect(istioLeftovers({ nat: { ISTIOX: [] } })).toEqual({});
   });
 

@@ -118,7 +118,11 @@ describe("outbound capture", () => {
         "-I PREROUTING 1 -i eth2 -j ISTIO_REDIRECT",
       ]);
       // Istio appends the catch-all first, then inserts the interface rules.
-      expect(nat.slice(-3)).toEqual(["-A ISTIO_OUTPUT -j ISTIO_REDIRECT", "-I PREROUTING 1 -i eth1 -j ISTIO_REDIRECT", "-I PREROUTING 1 -i eth2 -j ISTIO_REDIRECT"]);
+      expect(nat.slice(-3)).toEqual([
+        "-A ISTIO_OUTPUT -j ISTIO_REDIRECT",
+        "-I PREROUTING 1 -i eth1 -j ISTIO_REDIRECT",
+        "-I PREROUTING 1 -i eth2 -j ISTIO_REDIRECT",
+      ]);
     }
   });
 
