@@ -31,6 +31,7 @@ describe("addressProblem: Istio's ValidateProxyAddress", () => {
     [`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(63)}:80`], // 255 characters
     ["1.2.3.:80"], // the top-level "domain" is the empty label after the dot, not "3"
     ["a-b.c:80"],
+    ["a.9223372036854775808:80"], // beyond int64: Atoi fails, so the label counts as a name
   ])("%s is valid", (addr) => {
     expect(problem(addr)).toBeUndefined();
   });
@@ -57,6 +58,15 @@ describe("addressProblem: Istio's ValidateProxyAddress", () => {
     ["010.0.0.1:80", '"010.0.0.1" is not a valid hostname or an IP address'],
     ["[::zz]:80", '"::zz" is not a valid hostname or an IP address'],
     ["::1:80", 'unable to split "::1:80": missing port in address'],
+    ["istiod:80a", "port (80a) is not a number"],
+    ["host.12:80", '"host.12" is not a valid hostname or an IP address'],
+    // 256 characters in labels of at most 63.
+    [
+      `${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(62)}.e:80`,
+      `"${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(62)}.e" is not a valid hostname or an IP address`,
+    ],
+    // Go's strconv.Atoi takes the top-level label for a number only within int64.
+    ["a.9223372036854775807:80", '"a.9223372036854775807" is not a valid hostname or an IP address'],
   ])("%s: %s", (addr, msg) => {
     expect(problem(addr)).toBe(msg);
   });
@@ -97,6 +107,9 @@ describe("validateProxyConfig", () => {
     expect(errorsOf({ [field]: true })).toEqual([`default: ${field}: true is not an integer`]);
     expect(errorsOf({ [field]: {} })).toEqual([`default: ${field}: {} is not an integer`]);
     expect(validate({ [field]: null }).config[field]).toBeNull();
+    expect(errorsOf({ [field]: null })).toEqual([]);
+    expect(errorsOf({ [field]: "a12" })).toEqual([`default: ${field}: "a12" is not an integer`]);
+    expect(errorsOf({ [field]: "" })).toEqual([`default: ${field}: "" is not an integer`]);
   });
 
   test("statNameLength and fileFlushMinSizeKb take any integer; the two ports must be 1..65535", () => {
@@ -110,6 +123,7 @@ describe("validateProxyConfig", () => {
   test("concurrency: integer >= 0, normalised; null and unset are fine", () => {
     expect(validate({ concurrency: "2" }).config.concurrency).toBe(2);
     expect(validate({ concurrency: 0 }).config.concurrency).toBe(0);
+    expect(errorsOf({ concurrency: 0 })).toEqual([]);
     expect(errorsOf({ concurrency: null })).toEqual([]);
     expect(errorsOf({ concurrency: "two" })).toEqual(['default: concurrency: "two" is not an integer']);
     expect(errorsOf({ concurrency: -1 })).toEqual(["default: concurrency: -1 must not be negative"]);
@@ -122,6 +136,7 @@ describe("validateProxyConfig", () => {
       expect(validate({ [field]: 45 }).config[field]).toBe("45s");
       expect(validate({ [field]: "2s" }).config[field]).toBe("2s");
       expect(validate({ [field]: null }).config[field]).toBeNull();
+      expect(errorsOf({ [field]: null })).toEqual([]);
       expect(errorsOf({ [field]: true })).toEqual([`default: ${field}: true is not a duration (want e.g. "45s" or "1m30s")`]);
       expect(errorsOf({ [field]: "-1s" })).toEqual([`default: ${field}: "-1s" is negative`]);
     },
@@ -141,6 +156,8 @@ describe("validateProxyConfig", () => {
     expect(errorsOf({ drainDuration: "0.5ms" })).toEqual(['default: drainDuration: "0.5ms": invalid drain duration: duration must be greater than 1ms']);
     expect(errorsOf({ drainDuration: 1 })).toEqual([]);
     expect(errorsOf({ drainDuration: 0 })).toEqual(["default: drainDuration: 0: invalid drain duration: duration must be greater than 1ms"]);
+    // A value already refused is not judged again as a drain time.
+    expect(errorsOf({ drainDuration: 315_576_000_001.5 })).toEqual(["default: drainDuration: 315576000001.5 is out of range (at most 315576000000s)"]);
   });
 
   test("serviceCluster: one of serviceCluster or tracingServiceName", () => {
@@ -181,6 +198,7 @@ describe("validateProxyConfig", () => {
       'default: tracing.zipkin.address: invalid zipkin config: unable to split "127.0.0.1": missing port in address',
     ]);
     expect(errorsOf({ tracing: { zipkin: {} } })).toEqual([]);
+    expect(errorsOf({ tracing: { zipkin: { address: 7 } } })).toEqual([]); // only a text address is checked as one
   });
 
   test("controlPlaneAuthPolicy: names and enum numbers", () => {
