@@ -102,19 +102,33 @@ export function summary(ms: readonly number[]): string {
 }
 
 /**
- * The status port under load: every probe answered, and p99 under one second — the kubelet's
- * default probe timeout, past which a probe counts as failed. The 100 ms target is reported (how
- * many probes reached it), not asserted: on a shared 2-core machine a CPU-hungry agent waits for
- * its turn while an idle control server does not (the control's figures are printed beside it),
- * and a burst the agent answers on its one event loop delays a probe queued behind it.
+ * The status port under load: every probe answered within 100 ms at the 99th percentile (with
+ * 15–30 probes a case, that is the slowest), the target issue 20 set. The port is served from a
+ * thread of its own (src/status/statusthread.ts), so a burst on the agent's event loop does not
+ * delay it; what can still delay it is the machine: on a shared, overloaded machine every process
+ * waits for a CPU. The control server, probed right after each probe of the agent, shows what the
+ * machine allowed at those moments: when its p99 is under 50 ms the target holds as stated;
+ * otherwise the agent's p99 may exceed the control's by at most 100 ms. Never past the kubelet's
+ * 1 s probe timeout. Before the thread, the agent's p99 was 191–923 ms against a control of
+ * 8–72 ms.
  */
-const P99_BOUND_MS = 1000;
+export const STATUS_TARGET_MS = 100;
+export const QUIET_CONTROL_MS = 50;
+export const CONTROL_MARGIN_MS = 100;
+const KUBELET_TIMEOUT_MS = 1000;
+
+/** The bound on the agent's p99 given the control's p99 (see above). */
+export function statusBoundMs(controlP99: number): number {
+  return Math.min(KUBELET_TIMEOUT_MS, controlP99 < QUIET_CONTROL_MS ? STATUS_TARGET_MS : controlP99 + CONTROL_MARGIN_MS);
+}
 
 export function expectStatusBounds(r: ProbeResult, what: string): void {
   expect(r.failures).toEqual([]);
   expect(r.ms.length).toBeGreaterThan(0);
+  const controlP99 = quantile(r.control, 0.99);
+  const bound = statusBoundMs(controlP99);
   console.log(
-    `load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${quantile(r.control, 0.99).toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms`,
+    `load: status port during ${what}: ${summary(r.ms)}; control server: p99 ${controlP99.toFixed(0)} ms, max ${Math.max(...r.control).toFixed(0)} ms; bound ${bound.toFixed(0)} ms`,
   );
-  expect(quantile(r.ms, 0.99)).toBeLessThan(P99_BOUND_MS);
+  expect(quantile(r.ms, 0.99)).toBeLessThanOrEqual(bound);
 }
