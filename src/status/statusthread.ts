@@ -76,7 +76,8 @@ async function sendResponse(worker: Worker, id: number, res: Response): Promise<
 export function threadListen(onError: (message: string) => void): StatusListen {
   return (hostname, port, handle, feed) =>
     new Promise<StatusListener>((resolve, reject) => {
-      const worker = new Worker(workerSpecifier());
+      // smol: a small heap, which this thread needs (it holds a few strings and one listener).
+      const worker = new Worker(workerSpecifier(), { smol: true });
       let stopped: (() => void) | undefined;
       worker.onerror = (e) => {
         onError(`status thread: ${e.message}`);
