@@ -108,15 +108,20 @@ export function threadListen(onError: (message: string) => void): StatusListen {
             reject(new Error(m.message));
             break;
           case "request": {
-            const req = new Request(m.url, { method: m.method, headers: m.headers });
-            void handle(req, m.remote)
-              .then((res) => sendResponse(worker, m.id, res))
-              .catch((err: unknown) => {
-                const message = err instanceof Error ? err.message : String(err);
-                onError(`status thread: ${m.method} ${m.url}: ${message}`);
-                const body = new TextEncoder().encode("internal error\n");
-                worker.postMessage({ type: "response", id: m.id, status: 500, headers: [], body, more: false } satisfies ToStatusThread);
-              });
+            const fail = (err: unknown) => {
+              const message = err instanceof Error ? err.message : String(err);
+              onError(`status thread: ${m.method} ${m.url}: ${message}`);
+              const body = new TextEncoder().encode("internal error\n");
+              worker.postMessage({ type: "response", id: m.id, status: 500, headers: [], body, more: false } satisfies ToStatusThread);
+            };
+            try {
+              const req = new Request(m.url, { method: m.method, headers: m.headers });
+              void handle(req, m.remote)
+                .then((res) => sendResponse(worker, m.id, res))
+                .catch(fail);
+            } catch (err) {
+              fail(err);
+            }
             break;
           }
           case "log":

@@ -118,23 +118,34 @@ export function runStatusThread(port: Port, now: () => number): void {
           w.resolve(new Response(m.body, { status: m.status, headers: m.headers }));
           break;
         }
+        const id = m.id;
         const body = new ReadableStream<Uint8Array>({
           start(c) {
             w.stream = c;
             if (m.body) c.enqueue(m.body);
           },
+          // The client went away: the chunks still coming for it are dropped.
+          cancel: () => void waiting.delete(id),
         });
         w.resolve(new Response(body, { status: m.status, headers: m.headers }));
         break;
       }
       case "chunk":
-        waiting.get(m.id)?.stream?.enqueue(m.data);
+        try {
+          waiting.get(m.id)?.stream?.enqueue(m.data);
+        } catch {
+          waiting.delete(m.id); // the stream was closed under us (client gone)
+        }
         break;
       case "end": {
         const w = waiting.get(m.id);
         waiting.delete(m.id);
-        if (m.error) w?.stream?.error(new Error(m.error));
-        else w?.stream?.close();
+        try {
+          if (m.error) w?.stream?.error(new Error(m.error));
+          else w?.stream?.close();
+        } catch {
+          // already closed: the client went away
+        }
         break;
       }
       case "stop":

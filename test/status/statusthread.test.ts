@@ -196,6 +196,43 @@ describe("status thread: everything else goes to the main thread", () => {
     expect([one.status, one.body, one.headers.get("x-test"), one.headers.get("content-length")]).toEqual([200, "one body", "1", "8"]);
   });
 
+  test("a client that goes away mid-stream costs the thread nothing: the next request is answered", async () => {
+    const feed: ReadinessFeed = { processStartMs: 0, conditions: () => ({ blockers: [], warnings: [] }), log: () => {}, firstReady: () => {} };
+    const errors: string[] = [];
+    let sent = 0;
+    let finished!: () => void;
+    const allSent = new Promise<void>((r) => (finished = r));
+    const listener = await threadListen((m) => errors.push(m))(
+      "127.0.0.1",
+      0,
+      async (req) => {
+        if (new URL(req.url).pathname === "/after") return new Response("still here");
+        const body = new ReadableStream<Uint8Array>({
+          async pull(c) {
+            await Bun.sleep(2);
+            if (sent++ < 100) c.enqueue(new Uint8Array(4096).fill(65));
+            else {
+              c.close();
+              finished();
+            }
+          },
+        });
+        return new Response(body);
+      },
+      feed,
+    );
+    cleanups.push(() => listener.stop());
+    const ac = new AbortController();
+    const r = await fetch(`http://127.0.0.1:${listener.port}/stream`, { signal: ac.signal });
+    const reader = r.body!.getReader();
+    await reader.read();
+    ac.abort();
+    await allSent; // every chunk was sent toward the thread after the client left
+    const after = await get(`http://127.0.0.1:${listener.port}/after`);
+    expect([after.status, after.body]).toEqual([200, "still here"]);
+    expect(errors).toEqual([]);
+  });
+
   test("a port in use is refused naming the port, and stop() closes the port", async () => {
     const { s } = await started();
     const port = s.port();
