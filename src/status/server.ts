@@ -239,6 +239,9 @@ export class StatusServer implements Component {
         throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server", { cause: e2 });
       }
     }
+    // Changes made while the listener was binding reached no one: send the state as it is now.
+    this.server.readinessChanged?.({ kind: "conditions" });
+    if (this.opts.shutdown?.aborted) this.server.readinessChanged?.({ kind: "shutdown", reason: abortReason(this.opts.shutdown) });
     this.log.info(`Opening status port ${this.port()}`);
     if (this.health) this.healthRun = this.health.run(signal).catch((e) => this.log.error(`health check stopped: ${errorMessage(e)}`));
     let resolveDone!: () => void;

@@ -1,7 +1,7 @@
 // Load against the compiled agent: 10,000 pushes relayed in order; 200 ADS streams opened at
 // once (the agent relays one: the newest wins, the others end CANCELLED); 200 SDS streams at once
 // answered from the cache with no extra CA call. Throughout, a prober in a process of its own
-// hits /healthz/ready every 50 ms: every probe answered, p99 within 100 ms (status-prober.ts says
+// hits /healthz/ready every 10 ms: every probe answered, p99 within 100 ms (status-prober.ts says
 // how the bound follows the machine's load).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";

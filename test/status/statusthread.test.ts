@@ -131,6 +131,29 @@ describe("status thread: readiness", () => {
     expect(mem.lines.filter((l) => l.endsWith("Envoy proxy is ready")).length).toBe(1);
   });
 
+  test("a change made while the thread is still binding is not lost", async () => {
+    const readiness = new Readiness();
+    const ac = new AbortController();
+    const s = new StatusServer({
+      port: 0,
+      hostname: "127.0.0.1",
+      log: silentLogger(),
+      registry: newRegistry(),
+      probeDestination: "127.0.0.1",
+      readiness,
+      listen: threadListen(() => {}),
+    });
+    const starting = s.start(ac.signal);
+    readiness.block("dns table received").fail("raised before the thread was listening");
+    await starting;
+    cleanups.push(() => {
+      ac.abort();
+      return s.stopped();
+    });
+    const r = await get(`http://127.0.0.1:${s.port()}/healthz/ready`);
+    expect([r.status, r.body]).toEqual([503, "not ready: 1 pending\ndns table received: raised before the thread was listening\n"]);
+  });
+
   testRequiring({ tools: ["curl"], apt: ["curl"] }, "answered while the agent's event loop is blocked for 1.5 s", async () => {
     const { url } = await started();
     expect((await get(url("/healthz/ready"))).status).toBe(200);
