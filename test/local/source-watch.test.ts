@@ -25,7 +25,9 @@ afterAll(() => tmp.cleanup());
 function source(name: string, watchDir: (dir: string, cb: (event: string, filename: string | null) => void) => FSWatcher, pollMs: number) {
   const path = join(tmp.dir, name, "xds.yaml");
   writeText(path, fixtureYaml());
+  /** Paths stat was called for, and those whose stat has returned (the poll has taken it in by the next timer). */
   const stats: string[] = [];
+  const statted: string[] = [];
   const logs = memoryLogger("all:debug");
   const src = new XdsFileSource({
     path,
@@ -36,9 +38,11 @@ function source(name: string, watchDir: (dir: string, cb: (event: string, filena
     pollMs,
     fs: {
       watch: watchDir,
-      stat: (p) => {
+      stat: async (p) => {
         stats.push(p);
-        return stat(p);
+        const st = await stat(p);
+        statted.push(p);
+        return st;
       },
     },
   });
@@ -46,7 +50,7 @@ function source(name: string, watchDir: (dir: string, cb: (event: string, filena
   stops.push(stop);
   /** Resolves with the snapshot version of the next update after the call. */
   const nextUpdate = () => new Promise<string>((r) => src.onUpdate((s) => r(s.version)));
-  return { path, src, stats, logs, stop, nextUpdate };
+  return { path, src, stats, statted, logs, stop, nextUpdate };
 }
 
 function mkdir(name: string) {
@@ -77,8 +81,8 @@ test("the directory cannot be watched: the file is polled, a change is picked up
   await s.src.reload();
   s.src.watch(s.stop.signal);
   expect(s.logs.lines.some((l) => l.includes("cannot watch nowatch: inotify limit reached (ENOSPC); polling it every 10 ms"))).toBe(true);
-  // The poll needs one stat to know the file before it can see a change.
-  while (s.stats.length === 0) await Bun.sleep(5);
+  // The poll needs one stat of the file as it was before it can see a change.
+  while (s.statted.length === 0) await Bun.sleep(5);
   const updated = s.nextUpdate();
   writeText(s.path, fixtureYaml({ bTimeout: "9s" }));
   await updated;
@@ -96,7 +100,7 @@ test("a watcher that fails later: polling starts then, with a warning naming the
   expect(s.stats).toEqual([]);
   emitter.emit("error", new Error("watch went away"));
   expect(s.logs.lines.some((l) => l.includes("watching failing failed: watch went away; polling it every 10 ms"))).toBe(true);
-  while (s.stats.length === 0) await Bun.sleep(5);
+  while (s.statted.length === 0) await Bun.sleep(5);
   const updated = s.nextUpdate();
   writeText(s.path, fixtureYaml({ bTimeout: "11s" }));
   await updated;
