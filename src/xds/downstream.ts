@@ -159,7 +159,7 @@ export class DownstreamServer {
       (s) =>
         new Promise<void>((r) => {
           if (s.closed) return r();
-          s.socket.once("close", () => r());
+          s.onTransportClosed(() => r());
           s.close(graceMs);
         }),
     );
