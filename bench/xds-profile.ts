@@ -19,7 +19,7 @@ await Bun.write(
   wrapper,
   profDir
     ? `#!/bin/sh\nexec ${process.execPath} --cpu-prof --cpu-prof-md --cpu-prof-dir=${profDir} ${join(import.meta.dir, "..", "src", "main.ts")} "$@"\n`
-    : `#!/bin/sh\nexec ${join(import.meta.dir, "..", "dist", "agent")} "$@"\n`,
+    : `#!/bin/sh\nexec ${process.env.XDS_AGENT ?? join(import.meta.dir, "..", "dist", "agent")} "$@"\n`,
 );
 Bun.spawnSync(["chmod", "+x", wrapper]);
 const agent = await startAgent(dir, port, wrapper);

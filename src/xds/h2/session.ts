@@ -143,7 +143,7 @@ export class H2Session implements StreamHost {
     private readonly o: H2SessionOptions,
   ) {
     this.transport = "listen" in socket && "retainsWrites" in socket ? socket : new NodeTransport(socket);
-    this.writer = new H2Writer(this.transport);
+    this.writer = new H2Writer(this.transport, () => this.onWriterRoom());
     this.streamWindow = o.streamWindow ?? 1 << 20;
     this.connWindow = Math.max(o.connectionWindow ?? 2 << 20, DEFAULT_WINDOW);
     this.maxFrame = Math.min(Math.max(o.maxFrameSize ?? MIN_FRAME_SIZE, MIN_FRAME_SIZE), MAX_FRAME_SIZE);
@@ -290,9 +290,9 @@ export class H2Session implements StreamHost {
     this.writer.flush();
   }
 
-  /** The socket is full: streams wait for its drain. */
+  /** The socket is full or the writer holds its limit: streams wait (onWriterRoom). */
   get socketBlocked(): boolean {
-    return this.writer.blocked;
+    return this.writer.full;
   }
 
   /** Bytes queued for the socket and not yet handed to it. */
@@ -391,7 +391,11 @@ export class H2Session implements StreamHost {
 
   private onSocketDrain(): void {
     this.writer.drained();
-    if (this.socketBlocked) return;
+  }
+
+  /** The writer has room again: end a closing connection, or move the streams' queued DATA in. */
+  private onWriterRoom(): void {
+    if (this.closed) return;
     if (this.closing && this.endWhenFlushed) return this.checkClosing();
     for (const s of [...this.streams.values()]) {
       this.pump(s);

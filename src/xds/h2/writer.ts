@@ -11,6 +11,12 @@ import type { H2Transport } from "./transport.ts";
 /** Largest write handed to the transport at once; also the size from which a piece is written uncopied. */
 export const WRITE_BATCH = 128 * 1024;
 
+/**
+ * Bytes queued and not yet handed over past which the writer counts as full: streams stop moving
+ * DATA in until it has room, so even what one turn of the event loop writes is bounded.
+ */
+export const QUEUE_LIMIT = 256 * 1024;
+
 /** The reused output buffer starts this small (a connection that only sends SETTINGS costs little) and grows to WRITE_BATCH. */
 const SLAB_START = 16 * 1024;
 
@@ -28,8 +34,21 @@ export class H2Writer {
   private flushQueued = false;
   /** The transport is full: nothing more is handed over until its drain. */
   blocked = false;
+  /** Someone was told "full": tell `onRoom` once there is room again. */
+  private owedRoom = false;
 
-  constructor(private readonly t: H2Transport) {}
+  constructor(
+    private readonly t: H2Transport,
+    /** There is room again after `full` said otherwise (the session moves streams' DATA in). */
+    private readonly onRoom: () => void = () => {},
+  ) {}
+
+  /** The transport is blocked, or QUEUE_LIMIT bytes wait to be handed over: queue no more DATA. */
+  get full(): boolean {
+    if (!this.blocked && this.outBytes < QUEUE_LIMIT) return false;
+    this.owedRoom = true;
+    return true;
+  }
 
   /** Queue bytes (kept by reference); what is queued in one turn goes out together. */
   push(b: Uint8Array): void {
@@ -80,6 +99,10 @@ export class H2Writer {
       this.out = this.out.slice(this.outHead);
       this.outHead = 0;
     }
+    if (this.owedRoom && !this.blocked) {
+      this.owedRoom = false;
+      this.onRoom();
+    }
   }
 
   /** The next write: one large piece as it is, or small ones copied together (up to WRITE_BATCH). */
@@ -108,7 +131,8 @@ export class H2Writer {
 
   private batchBuffer(bytes: number): Buffer {
     if (this.t.retainsWrites) return Buffer.allocUnsafe(bytes);
-    if (!this.slab || this.slab.length < bytes) this.slab = Buffer.allocUnsafe(Math.min(WRITE_BATCH, Math.max(bytes, this.slab ? this.slab.length * 2 : SLAB_START)));
+    if (!this.slab || this.slab.length < bytes)
+      this.slab = Buffer.allocUnsafe(Math.min(WRITE_BATCH, Math.max(bytes, this.slab ? this.slab.length * 2 : SLAB_START)));
     return this.slab;
   }
 
