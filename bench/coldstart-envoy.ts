@@ -11,6 +11,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { serveEnvoyAdmin, xdsPipe, type StandinBootstrap, type UpdateCounts } from "../test/support/envoy-admin.ts";
 
 const SOTW_PATH = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -84,16 +85,8 @@ function grpcFrame(msg: Uint8Array): Buffer {
   return f;
 }
 
-type Bootstrap = {
-  node?: { id?: string };
-  admin?: { address?: { socket_address?: { address?: string; port_value?: number } } };
-  static_resources?: {
-    clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[];
-  };
-};
-
 /** CDS + LDS over ADS until the stream ends; then again after 100 ms (as Envoy reconnects). */
-function subscribe(socket: string, nodeId: string, updates: { cds: number; lds: number }): void {
+function subscribe(socket: string, nodeId: string, updates: UpdateCounts): void {
   const session = http2.connect("http://localhost", { createConnection: () => net.connect(socket) });
   session.on("error", () => {});
   const req = session.request({ ":method": "POST", ":path": SOTW_PATH, "content-type": "application/grpc", te: "trailers" });
@@ -120,36 +113,11 @@ function subscribe(socket: string, nodeId: string, updates: { cds: number; lds: 
 
 function main(): void {
   const argv = process.argv.slice(2);
-  const bootstrap = JSON.parse(readFileSync(argv[argv.indexOf("-c") + 1]!, "utf8")) as Bootstrap;
-  const pipe = bootstrap.static_resources?.clusters?.find((c) => c.name === "xds-grpc")?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address
-    ?.pipe?.path;
-  const updates = { cds: 0, lds: 0 };
+  const bootstrap = JSON.parse(readFileSync(argv[argv.indexOf("-c") + 1]!, "utf8")) as StandinBootstrap;
+  const pipe = xdsPipe(bootstrap);
+  const updates: UpdateCounts = { cds: 0, lds: 0 };
   if (pipe) subscribe(resolve(pipe), bootstrap.node?.id ?? "", updates);
-  const stats = () => [
-    `cluster_manager.cds.update_success: ${updates.cds}`,
-    `listener_manager.lds.update_success: ${updates.lds}`,
-    "server.state: 0",
-    "listener_manager.workers_started: 1",
-  ];
-  const sa = bootstrap.admin?.address?.socket_address ?? {};
-  Bun.serve({
-    port: sa.port_value ?? 15000,
-    hostname: sa.address ?? "127.0.0.1",
-    fetch(req) {
-      const url = new URL(req.url);
-      if (url.pathname === "/ready") return new Response("LIVE\n");
-      if (url.pathname === "/stats") {
-        const re = new RegExp(url.searchParams.get("filter") ?? "");
-        return new Response(
-          stats()
-            .filter((l) => re.test(l.split(":")[0]!))
-            .join("\n"),
-        );
-      }
-      if (url.pathname === "/quitquitquit") setTimeout(() => process.exit(0), 10);
-      return new Response("OK\n");
-    },
-  });
+  serveEnvoyAdmin(bootstrap, updates);
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => process.exit(0));
   // The benchmark SIGKILLs the agent: leave with it (re-parented = the agent is gone).
   const parent = process.ppid;

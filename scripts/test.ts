@@ -43,9 +43,24 @@ export function skipSummary(skips: string[], ci: boolean): string {
 
 /** Whether `bun test` with these arguments runs the interop suites: no path filter, or one naming them. */
 export function runsInterop(args: string[]): boolean {
-  const paths = args.filter((a) => !a.startsWith("-"));
+  const paths = args.filter((a, i) => !a.startsWith("-") && !VALUE_FLAGS.has(args[i - 1] ?? ""));
   return paths.length === 0 || paths.some((p) => p.includes("interop"));
 }
+
+/** `bun test` flags whose value is the next argument (`--timeout 60000`): that value is not a path filter. */
+const VALUE_FLAGS = new Set([
+  "--timeout",
+  "-t",
+  "--test-name-pattern",
+  "--preload",
+  "--rerun-each",
+  "--seed",
+  "--max-concurrency",
+  "--reporter",
+  "--reporter-outfile",
+  "--coverage-reporter",
+  "--coverage-dir",
+]);
 
 /**
  * Builds the interop suites' Go tooling before the run. Returns the environment that tells the

@@ -64,6 +64,10 @@ test("the interop build runs only when the interop suites are part of the run", 
   expect(runsInterop(["./test/interop"])).toBe(true);
   expect(runsInterop(["test/dns"])).toBe(false);
   expect(runsInterop(["./test/scripts/fixtures/needs-tools.fixture.ts"])).toBe(false);
+  // A flag's value is not a path filter: these run everything, the interop suites included.
+  expect(runsInterop(["--timeout", "60000"])).toBe(true);
+  expect(runsInterop(["-t", "relay"])).toBe(true);
+  expect(runsInterop(["--timeout", "60000", "test/dns"])).toBe(false);
 });
 
 test("closing lines are bun's counts only", () => {

@@ -13,6 +13,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { join, resolve } from "node:path";
 import { envoyProtoRoot } from "../../support/envoy-protos.ts";
+import { serveEnvoyAdmin, xdsPipe, type StandinBootstrap } from "../../support/envoy-admin.ts";
 
 export const T = (n: string): string => `type.googleapis.com/envoy.${n}`;
 export const CDS = T("config.cluster.v3.Cluster");
@@ -63,14 +64,6 @@ function toValue(v: unknown): Record<string, unknown> {
 function toStruct(o: Record<string, unknown>): Record<string, unknown> {
   return { fields: Object.fromEntries(Object.entries(o).map(([k, v]) => [k, toValue(v)])) };
 }
-
-type Bootstrap = {
-  node?: { id?: string; cluster?: string; locality?: Record<string, string>; metadata?: Record<string, unknown> };
-  admin?: { address?: { socket_address?: { address?: string; port_value?: number } } };
-  static_resources?: {
-    clusters?: { name: string; load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { pipe?: { path?: string } } } }[] }[] } }[];
-  };
-};
 
 function routeNames(listenerBytes: Uint8Array): string[] {
   const root = envoyProtoRoot();
@@ -209,17 +202,16 @@ async function main(): Promise<void> {
   }
   record({ event: "start", argv, cwd: process.cwd(), bootstrap: text });
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => (record({ event: "signal", message: sig }), process.exit(0)));
-  let b: Bootstrap = {};
+  let b: StandinBootstrap = {};
   try {
-    b = JSON.parse(text) as Bootstrap;
+    b = JSON.parse(text) as StandinBootstrap;
   } catch {}
   // INTEROP_ENVOY_READY=1: report config received without an xDS stream (status differential).
   const preset = process.env.INTEROP_ENVOY_READY === "1" ? 1 : 0;
   const updates = { cds: preset, lds: preset };
   const mode = process.env.INTEROP_ENVOY_XDS;
   if (mode === "sotw" || mode === "delta") {
-    const c = b.static_resources?.clusters?.find((x) => x.name === "xds-grpc");
-    const pipe = c?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.pipe?.path;
+    const pipe = xdsPipe(b);
     const n = b.node ?? {};
     const node = { id: n.id, cluster: n.cluster, locality: n.locality, metadata: toStruct(n.metadata ?? {}), user_agent_name: "envoy" };
     if (pipe) {
@@ -232,32 +224,7 @@ async function main(): Promise<void> {
       })();
     } else record({ event: "error", message: "no xds-grpc pipe in the bootstrap" });
   }
-  const stats = () => [
-    `cluster_manager.cds.update_success: ${updates.cds}`,
-    `listener_manager.lds.update_success: ${updates.lds}`,
-    "server.state: 0",
-    "listener_manager.workers_started: 1",
-  ];
-  const sa = b.admin?.address?.socket_address ?? {};
-  Bun.serve({
-    port: sa.port_value ?? 15000,
-    hostname: sa.address ?? "127.0.0.1",
-    fetch(req) {
-      const url = new URL(req.url);
-      if (url.pathname === "/ready") return new Response("LIVE\n");
-      if (url.pathname === "/stats") {
-        const re = new RegExp(url.searchParams.get("filter") ?? "");
-        return new Response(
-          stats()
-            .filter((l) => re.test(l.split(":")[0]!))
-            .join("\n"),
-        );
-      }
-      if (url.pathname === "/quitquitquit") return (setTimeout(() => process.exit(0), 10), new Response("OK\n"));
-      if (url.pathname === "/drain_listeners") return new Response("OK\n");
-      return new Response("not found\n", { status: 404 });
-    },
-  });
+  serveEnvoyAdmin(b, updates);
 }
 
 if (import.meta.main) await main();
