@@ -127,6 +127,10 @@ export class DownstreamServer {
   private reflection: Promise<ReflectionIndex> | undefined;
   private listener: Bun.UnixSocketListener<BunTransport | undefined> | undefined;
   private readonly sessions = new Set<H2Session>();
+  /**
+   * A failure after start. Bun's listener surfaces no accept(2) errors (node:net's did, as an
+   * `error` event): kept so the component's contract (and the root's reaction) stays one place.
+   */
   private readonly failure = new FailureReport();
   /** The listener died after start. */
   readonly failed = this.failure.failed;
