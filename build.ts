@@ -83,7 +83,19 @@ export function upToDate(file: string, stamp: string, hash: string): boolean {
 }
 
 function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>): boolean {
-  const cmd = [process.execPath, "build", "src/main.ts", "--compile", "--minify", "--sourcemap=none", "--outfile", outfile];
+  // The status port's thread (src/status/statusthread.ts) is a second entry point: a Worker's code
+  // is found in the binary only when it is built in.
+  const cmd = [
+    process.execPath,
+    "build",
+    "src/main.ts",
+    "src/status/statusthread.worker.ts",
+    "--compile",
+    "--minify",
+    "--sourcemap=none",
+    "--outfile",
+    outfile,
+  ];
   if (bytecode) cmd.push("--bytecode");
   if (target) cmd.push(`--target=${target}`);
   for (const [k, v] of Object.entries(defines)) cmd.push("--define", `${k}=${v}`);

@@ -16,7 +16,7 @@ import { join, resolve } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
 import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { istioBootstrapTemplate } from "../test/interop/support/agent-run.ts";
-import { memKiB, wakeups } from "./idle.ts";
+import { memKiB, switchCounter } from "./idle.ts";
 import { cpuMs, firstLine, fmt, summary, type Proc } from "./support.ts";
 import { measure } from "./xds.ts";
 
@@ -34,7 +34,7 @@ interface Agent {
 const median = (xs: number[]) => summary(xs).median;
 
 /** A pod directory: mounted root CA and token, Istio's bootstrap template; the env both agents get. */
-function pod(dir: string, proxyConfig: Record<string, unknown>, extra: Record<string, string>): Record<string, string> {
+export function pod(dir: string, proxyConfig: Record<string, unknown>, extra: Record<string, string>): Record<string, string> {
   mkdirSync(join(dir, "var/run/secrets/istio"), { recursive: true });
   mkdirSync(join(dir, "var/run/secrets/tokens"), { recursive: true });
   mkdirSync(join(dir, "var/lib/istio/envoy"), { recursive: true });
@@ -130,12 +130,13 @@ export async function run(): Promise<string> {
       running.push(p);
     }
     await Bun.sleep(5000);
-    const w0 = running.map((p) => wakeups(p.pid));
+    const counters = running.map((p) => switchCounter(p.pid));
     const c0 = running.map((p) => cpuMs(p.pid));
     const t0 = performance.now();
     await Bun.sleep(IDLE_WINDOW_MS);
+    const switches = counters.map((c) => c.stop());
     const el = performance.now() - t0;
-    const idle = running.map((p, j) => ({ wakeups: ((wakeups(p.pid) - w0[j]!) * 1000) / el, cpu: ((cpuMs(p.pid) - c0[j]!) * 100) / el, ...memKiB(p.pid) }));
+    const idle = running.map((p, j) => ({ wakeups: (switches[j]! * 1000) / el, cpu: ((cpuMs(p.pid) - c0[j]!) * 100) / el, ...memKiB(p.pid) }));
 
     // Relay, alternating rounds.
     const relay = new Map<number, { mibps: number; cpu: number; peak: number }[]>();

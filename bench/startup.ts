@@ -2,7 +2,7 @@
 // log line), and idle RSS after 3 s, beside a compiled hello-world that prints a line and idles,
 // measured in the same run and reported as ratios.
 
-import { existsSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, rssKiB, summary } from "./support.ts";
@@ -34,7 +34,7 @@ async function startToLine(
 }
 
 export async function run(): Promise<string> {
-  const agent = "dist/agent";
+  const agent = process.env.STARTUP_AGENT ?? "dist/agent";
   if (!existsSync(agent)) return "## Startup\n\nskipped: dist/agent not built\n";
   const dir = mkdtempSync(join(tmpdir(), "agent-bench-"));
   const hello = join(dir, "hello.ts");
@@ -48,14 +48,19 @@ export async function run(): Promise<string> {
   const envoy = join(dir, "envoy");
   // It exits by itself soon after, so the SIGKILLed agents leave nothing behind.
   writeFileSync(envoy, "#!/bin/sh\nexec sleep 8\n", { mode: 0o755 });
+  // The mounted root CA the XDS connection's TLS needs (the agent refuses to start without it).
+  mkdirSync(join(dir, "var/run/secrets/istio"), { recursive: true });
+  copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(dir, "var/run/secrets/istio/root-cert.pem"));
   const env = {
     PATH: process.env.PATH ?? "",
+    // Unset (Istio's default): platform discovery probes the cloud metadata servers first.
+    ...(process.env.STARTUP_CLOUD_PLATFORM ? { CLOUD_PLATFORM: process.env.STARTUP_CLOUD_PLATFORM } : {}),
     POD_NAME: "bench",
     POD_NAMESPACE: "default",
     INSTANCE_IP: "10.0.0.1",
     PROXY_CONFIG: JSON.stringify({ binaryPath: envoy, statusPort: 15999, proxyAdminPort: 15998, terminationDrainDuration: "1s" }),
   };
-  const agentCmd = [join(process.cwd(), agent), "proxy", "sidecar"];
+  const agentCmd = [agent.startsWith("/") ? agent : join(process.cwd(), agent), "proxy", "sidecar"];
   const agentMs: number[] = [];
   const helloMs: number[] = [];
   for (let i = 0; i < RUNS; i++) {

@@ -91,6 +91,48 @@ export async function measure(address: string, size: number): Promise<Sample> {
   };
 }
 
+/** `count` pushes of `size` bytes on one stream, asked for `batch` at a time. */
+export async function pushes(address: string, size: number, count: number, batch = 500): Promise<void> {
+  const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, "ads");
+  const client = new Ctor(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": -1 });
+  const call = (client as unknown as Record<string, { call(c: grpc.Client): grpc.ClientDuplexStream<Buffer, Buffer> }>).StreamAggregatedResources!.call(client);
+  call.on("error", () => {});
+  let got = 0;
+  let waiting: (() => void) | undefined;
+  call.on("data", () => {
+    got++;
+    waiting?.();
+  });
+  for (let asked = 0; asked < count; asked += batch) {
+    const n = Math.min(batch, count - asked);
+    const want = got + n;
+    call.write(
+      Buffer.from(T.Req.encode(T.Req.create({ typeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster", versionInfo: `${size},${n}` })).finish()),
+    );
+    await new Promise<void>((r) => (waiting = () => got >= want && r()));
+  }
+  call.end();
+  client.close();
+}
+
+/** The lowest RSS (MiB) over `ms`: what stays resident once the collector had its chance. */
+export async function settledRss(pid: number, ms = 3000): Promise<number> {
+  let low = Infinity;
+  for (const t0 = Date.now(); Date.now() - t0 < ms; await Bun.sleep(100)) low = Math.min(low, statusKb(pid, "VmRSS") / 1024);
+  return low;
+}
+
+export const GROWTH_PUSHES = 10_000;
+
+/** Issue #16's growth check: RSS after a warm-up against RSS after 10,000 consecutive 10 KiB pushes on one stream. */
+export async function growth(address: string, pid: number): Promise<{ warm: number; after: number }> {
+  await pushes(address, 10 * 1024, 1_000);
+  const warm = await settledRss(pid);
+  await pushes(address, 10 * 1024, GROWTH_PUSHES);
+  const after = await settledRss(pid);
+  return { warm, after };
+}
+
 async function waitFor(what: string, ok: () => boolean, proc: ReturnType<typeof Bun.spawn>, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!ok()) {
@@ -219,6 +261,7 @@ export async function run(): Promise<string> {
       }
       res.set(size, per);
     }
+    const grew = await growth(paths[1]!.address, a.pid);
     const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
     const x = (v: number) => `${v.toFixed(2)}×`;
     const lines = [...res].map(([size, per]) => {
@@ -238,6 +281,7 @@ export async function run(): Promise<string> {
     });
     const peakOk = burst.peak <= idleRss + 20;
     const backOk = burst.after <= idleRss * 1.1;
+    const growthOk = grew.after <= grew.warm * 1.05;
     return [
       "## xDS relay (bench/xds.ts)",
       "",
@@ -248,6 +292,8 @@ export async function run(): Promise<string> {
       ...lines,
       "",
       `Burst memory (whole agent): idle ${idleRss.toFixed(0)} MiB; peak during the 10 MiB pushes ${burst.peak.toFixed(0)} MiB (target ≤ idle + 2 × 10 MiB = ${(idleRss + 20).toFixed(0)}: ${verdict(peakOk)}); 5 s after ${burst.after.toFixed(0)} MiB (target ≤ idle + 10 % = ${(idleRss * 1.1).toFixed(0)}: ${verdict(backOk)}).`,
+      "",
+      `Growth: RSS (lowest over 3 s) after 1,000 warm-up pushes of 10 KiB ${grew.warm.toFixed(1)} MiB, after ${GROWTH_PUSHES.toLocaleString("en")} more on one stream ${grew.after.toFixed(1)} MiB (${x(grew.after / grew.warm)}; target no growth, ≤ 1.05×: ${verdict(growthOk)}). test/xds/relay-growth.test.ts checks the same by live object counts.`,
       "",
     ].join("\n");
   } finally {

@@ -50,6 +50,12 @@ export function socketFd(sock: Socket): number | undefined {
   return typeof fd === "number" && fd >= 0 ? fd : undefined;
 }
 
+/** The file descriptor of one of Bun's own sockets (`Bun.listen`; it has an `fd` the types do not declare). */
+export function bunSocketFd(sock: object): number | undefined {
+  const fd = (sock as { fd?: unknown }).fd;
+  return typeof fd === "number" && fd >= 0 ? fd : undefined;
+}
+
 /** Credentials of the process at the other end of a connected Unix socket. */
 export function peerCredentials(fd: number): PeerCred | undefined {
   const fn = load();

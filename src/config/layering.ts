@@ -7,6 +7,7 @@
 // validation error can say where the bad value was written.
 
 import { parseYamlOrJson } from "../lib/yaml.ts";
+import { yamlNestingDepth } from "../lib/yamldepth.ts";
 import { defaultProxyConfig, type ProxyConfig } from "./proxyconfig.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -92,10 +93,10 @@ export function camelCase(key: string): string {
  */
 export const MAX_LAYER_DEPTH = 64;
 
+const tooDeep = (origin: string) => new ConfigError(`${origin}: nested deeper than ${MAX_LAYER_DEPTH} levels (or an alias refers to itself)`);
+
 function checkDepth(value: unknown, origin: string, depth: number): void {
-  if (value && typeof value === "object" && depth >= MAX_LAYER_DEPTH) {
-    throw new ConfigError(`${origin}: nested deeper than ${MAX_LAYER_DEPTH} levels (or an alias refers to itself)`);
-  }
+  if (value && typeof value === "object" && depth >= MAX_LAYER_DEPTH) throw tooDeep(origin);
 }
 
 /** A map field's value: kept as written, only its depth checked. */
@@ -122,6 +123,11 @@ function normalise(value: unknown, origin: string, keyIsMap = false, depth = 0):
 /** Parse one layer's YAML/JSON text into a ProxyConfig fragment (or undefined for empty text). */
 export function parseLayer(input: LayerInput): Record<string, unknown> | undefined {
   if (input.text.trim() === "") return undefined;
+  // Refused before the parser sees it: parsing costs per level, and the text may be megabytes.
+  // The layer's own mapping is level 1 of the text (2 in a mesh file, under defaultConfig), and
+  // level 0 of what checkDepth counts, so MAX_LAYER_DEPTH levels of text pass both checks alike.
+  const textLimit = MAX_LAYER_DEPTH + (input.meshConfig ? 1 : 0);
+  if (yamlNestingDepth(input.text, textLimit) > textLimit) throw tooDeep(input.origin);
   let doc: unknown;
   try {
     doc = parseYamlOrJson(input.text, { prettyErrors: false });

@@ -5,6 +5,7 @@
 // Values are normalised on the way: integer fields become numbers, durations become protobuf
 // JSON strings ("45s", "0.500s").
 
+import { isIP } from "node:net";
 import { DurationError, formatProtoDuration, parseAnyDuration } from "../lib/duration.ts";
 import type { ProxyConfig } from "./proxyconfig.ts";
 
@@ -141,7 +142,7 @@ function toDuration(v: unknown): number | DurationError {
   }
 }
 
-/** Istio's ValidateProxyAddress: host:port with a valid port and a DNS name or IP. */
+/** Istio's ValidateProxyAddress: host:port with a valid port and a DNS name or an IP address. */
 export function addressProblem(addr: string, report: (msg: string) => void): void {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):([^:]*)$/.exec(addr);
   if (!m) return report(`unable to split ${JSON.stringify(addr)}: missing port in address`);
@@ -150,9 +151,20 @@ export function addressProblem(addr: string, report: (msg: string) => void): voi
   if (!/^\d+$/.test(port)) return report(`port (${port}) is not a number`);
   const p = Number(port);
   if (p < 1 || p > 65535) return report(`port number ${p} must be in the range 1..65535`);
-  const isIp = /^\d{1,3}(\.\d{1,3}){3}$/.test(host) || (m[1] !== undefined && host.includes(":"));
-  const isFqdn = host.length > 0 && host.length <= 255 && host.split(".").every((l) => /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/i.test(l));
-  if (!isIp && !isFqdn) report(`${JSON.stringify(host)} is not a valid hostname or an IPv4 address`);
+  if (!isFqdn(host) && isIP(host) === 0) report(`${JSON.stringify(host)} is not a valid hostname or an IP address`);
+}
+
+/**
+ * Istio's ValidateFQDN: at most 255 characters, a top-level label that is not a number (Go's
+ * strconv.Atoi: an int64 with an optional sign), then every label a DNS-1123 label (upper case
+ * allowed); the last label may be empty (`istio.io.`).
+ */
+function isFqdn(host: string): boolean {
+  if (host.length === 0 || host.length > 255) return false;
+  const labels = host.split(".");
+  const tld = labels[labels.length - 1]!;
+  if (/^[+-]?\d+$/.test(tld) && BigInt(tld) >= -(2n ** 63n) && BigInt(tld) < 2n ** 63n) return false;
+  return labels.every((l, i) => (i === labels.length - 1 && l === "") || /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/i.test(l));
 }
 
 function validatePrivateKeyProvider(pkp: Record<string, unknown>, report: (msg: string) => void): void {

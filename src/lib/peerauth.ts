@@ -48,8 +48,12 @@ export class PeerAuthorizer {
   }
 
   check(sock: Socket): PeerDecision {
+    return this.checkFd(this.any ? undefined : socketFd(sock));
+  }
+
+  /** The same check on a connected Unix socket's file descriptor (Bun's own sockets expose it). */
+  checkFd(fd: number | undefined): PeerDecision {
     if (this.any) return { allowed: true };
-    const fd = socketFd(sock);
     const cred = fd === undefined ? undefined : peerCredentials(fd);
     if (!cred) return { allowed: false, reason: "peer credentials unavailable" };
     if (this.uids.has(cred.uid)) return { allowed: true, cred };

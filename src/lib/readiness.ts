@@ -44,6 +44,11 @@ export function formatSeconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)}s`;
 }
 
+/** Why a condition is pending at `now`: its last error, or `pending for 3.2s`. */
+export function explainCondition(s: BlockerState, now: number): string {
+  return s.lastError ?? `pending for ${formatSeconds(now - s.since)}`;
+}
+
 export interface BlockerState {
   name: string;
   since: number;
@@ -54,12 +59,22 @@ export interface BlockerState {
 
 export class Readiness {
   private readonly pending = new Map<string, BlockerState>();
+  private readonly changeListeners: (() => void)[] = [];
 
   /** `log` hears each condition clearing; `now` dates conditions (tests inject). */
   constructor(
     private readonly now: () => number = systemClock.now,
     private readonly log?: Logger,
   ) {}
+
+  /** `fn` runs whenever a condition is raised or cleared (the status thread's cached 200 then ends). */
+  onChange(fn: () => void): void {
+    this.changeListeners.push(fn);
+  }
+
+  private changed(): void {
+    for (const fn of this.changeListeners) fn();
+  }
 
   /** Register (or re-register) a blocker; returns a handle to clear it or report errors. */
   block(name: string): Blocker {
@@ -72,15 +87,24 @@ export class Readiness {
   }
 
   private register(name: string, gates: boolean): Blocker {
-    if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now(), gates });
+    if (!this.pending.has(name)) {
+      this.pending.set(name, { name, since: this.now(), gates });
+      this.changed();
+    }
     return {
       clear: () => this.clear(name),
       fail: (err: string) => {
         const s = this.pending.get(name);
-        if (s) s.lastError = err;
+        if (s && s.lastError !== err) {
+          s.lastError = err;
+          this.changed();
+        }
       },
       reblock: () => {
-        if (!this.pending.has(name)) this.pending.set(name, { name, since: this.now(), gates });
+        if (!this.pending.has(name)) {
+          this.pending.set(name, { name, since: this.now(), gates });
+          this.changed();
+        }
       },
     };
   }
@@ -90,6 +114,7 @@ export class Readiness {
     const s = this.pending.get(name);
     if (!s) return;
     this.pending.delete(name);
+    this.changed();
     const left = this.blockers().length;
     this.log?.info(
       `${s.gates ? "" : "warning "}"${name}" cleared after ${formatSeconds(this.now() - s.since)}, ${left} ${left === 1 ? "blocker" : "blockers"} still pending`,
@@ -114,7 +139,7 @@ export class Readiness {
 
   /** Why a condition is pending: its last error, or `pending for 3.2s`. */
   explain(s: BlockerState): string {
-    return s.lastError ?? `pending for ${formatSeconds(this.now() - s.since)}`;
+    return explainCondition(s, this.now());
   }
 
   /** One line per pending condition: `name: last error` or `name: pending for 3.2s`; warnings say so. */

@@ -1,11 +1,12 @@
 // The local xDS file as a live source of snapshots: loads it once (a bad file at start is an
 // error), then watches it — inotify on its directory (catches editors' rename-over and
-// Kubernetes' `..data` symlink swaps) plus a slow stat poll as a safety net — and reloads after
-// a short debounce. A file that fails to parse is rejected with one line naming the file and
+// Kubernetes' `..data` symlink swaps), or a stat poll where the directory cannot be watched — and
+// reloads after a short debounce. While inotify works nothing runs periodically: an idle agent
+// does not wake up for the file (a timer's allocations would also keep Bun's GC timer at 1 Hz). A file that fails to parse is rejected with one line naming the file and
 // the resource; the last good snapshot stays current. Reloads are serialised.
 
-import { watch, type FSWatcher } from "node:fs";
-import { stat } from "node:fs/promises";
+import { watch as fsWatch, type FSWatcher } from "node:fs";
+import { stat as fsStat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -26,8 +27,13 @@ export interface XdsFileSourceOptions {
   log: Logger;
   /** Quiet time after a change event before reloading (ms). */
   debounceMs?: number;
-  /** Stat poll interval (ms); 0 disables polling. */
+  /** Stat poll interval (ms) when the directory cannot be watched; 0 disables polling. */
   pollMs?: number;
+  /** The file system's watch and stat (tests count or fail them); node:fs's by default. */
+  fs?: {
+    watch: (dir: string, onChange: (event: string, filename: string | null) => void) => FSWatcher;
+    stat: (path: string) => Promise<{ ino: number; size: number; mtimeMs: number }>;
+  };
   /** Called after each reload attempt (metrics). */
   onReload?: (result: "ok" | "unchanged" | "rejected") => void;
   /** Called with each newly rejected file (not again for the same bad text). */
@@ -115,45 +121,50 @@ export class XdsFileSource {
     return { ok: false, error };
   }
 
-  /** Watch the file until `signal` aborts. */
+  /** Watch the file until `signal` aborts: inotify on its directory; polling only where that fails. */
   watch(signal: AbortSignal): void {
     const { path, debounceMs = 50, pollMs = 2000, log } = this.opts;
+    const fs = this.opts.fs ?? { watch: (dir: string, cb: (event: string, filename: string | null) => void) => fsWatch(dir, cb), stat: fsStat };
     let timer: ReturnType<typeof setTimeout> | undefined;
     const schedule = () => {
       if (signal.aborted) return;
       clearTimeout(timer);
       timer = setTimeout(() => void this.reload(), debounceMs);
     };
+    let poll: ReturnType<typeof setInterval> | undefined;
+    let lastStat = "";
+    const startPolling = () => {
+      if (poll || pollMs <= 0 || signal.aborted) return;
+      poll = setInterval(() => {
+        fs.stat(path).then(
+          (s) => {
+            const key = `${s.ino}:${s.size}:${s.mtimeMs}`;
+            if (lastStat && key !== lastStat) schedule();
+            lastStat = key;
+          },
+          () => {
+            if (lastStat) schedule();
+            lastStat = "";
+          },
+        );
+      }, pollMs);
+      poll.unref?.();
+    };
     const base = basename(path);
     let watcher: FSWatcher | undefined;
     try {
-      watcher = watch(dirname(path), (_event, filename) => {
+      watcher = fs.watch(dirname(path), (_event, filename) => {
         if (!filename || filename === base || String(filename).startsWith("..")) schedule();
       });
-      watcher.on("error", (e) =>
-        log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling only`, ids({ path: this.opts.displayPath })),
-      );
+      watcher.on("error", (e: Error) => {
+        log.warn(`local xDS: watching ${this.opts.displayPath} failed: ${e.message}; polling it every ${pollMs} ms`, ids({ path: this.opts.displayPath }));
+        schedule(); // a change may have been missed
+        startPolling();
+      });
     } catch (e) {
-      log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${errorMessage(e)}; polling only`, ids({ path: this.opts.displayPath }));
+      log.warn(`local xDS: cannot watch ${this.opts.displayPath}: ${errorMessage(e)}; polling it every ${pollMs} ms`, ids({ path: this.opts.displayPath }));
+      startPolling();
     }
-    let lastStat = "";
-    const poll =
-      pollMs > 0
-        ? setInterval(() => {
-            stat(path).then(
-              (s) => {
-                const key = `${s.ino}:${s.size}:${s.mtimeMs}`;
-                if (lastStat && key !== lastStat) schedule();
-                lastStat = key;
-              },
-              () => {
-                if (lastStat) schedule();
-                lastStat = "";
-              },
-            );
-          }, pollMs)
-        : undefined;
-    poll?.unref?.();
     signal.addEventListener(
       "abort",
       () => {

@@ -11,6 +11,7 @@ import { errorMessage } from "../lib/errors.ts";
 import { type HealthCheckConfig, parseReadinessProbe } from "./healthcheck.ts";
 import { adminLocalhost, probeSourceAddress, useIPv6Loopback } from "./loopback.ts";
 import { StatusServer, type StatusServerOptions } from "./server.ts";
+import { threadListen } from "./statusthread.ts";
 
 export interface StatusServerDeps {
   log: Logger;
@@ -79,6 +80,8 @@ export function statusOptionsFrom(cfg: AgentConfig, deps: StatusServerDeps): Sta
     shutdown: deps.shutdown,
     now: deps.now,
     processStartMs: deps.processStartMs,
+    // The port is served from a thread of its own: probes are answered while the event loop is busy.
+    listen: threadListen((message) => deps.log.error(message)),
   };
 }
 

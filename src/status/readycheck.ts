@@ -22,7 +22,7 @@ export interface ReadyResult {
 
 export interface ReadyCheckDeps {
   /** The agent's named blockers (xds connected, certificate warmed, dns table received, terminating...). */
-  readiness?: Readiness;
+  readiness?: Pick<Readiness, "blockers" | "warnings" | "explain">;
   /** Absent when Envoy is disabled (DISABLE_ENVOY). */
   envoy?: Pick<EnvoyReadinessProbe, "check">;
   grpcBootstrap?: Pick<GrpcBootstrapProbe, "check">;

@@ -9,14 +9,12 @@
 //                                      /debug/pprof path answers 501 pointing at /debug/memz, which
 //                                      reports process memory and JavaScript heap statistics)
 
-import type { Server } from "bun";
 import type { Registry } from "prom-client";
 import type { Component } from "../lib/component.ts";
 import type { HealthReporter, LifecycleControl } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
 import { gauge } from "../lib/metrics.ts";
-import { formatGoDuration } from "../lib/duration.ts";
-import type { Readiness } from "../lib/readiness.ts";
+import type { BlockerState, Readiness } from "../lib/readiness.ts";
 import { AppProbeHandler } from "./apphandler.ts";
 import { parseAppProbers } from "./appprobers.ts";
 import { EnvoyReadinessProbe, type HttpGetText } from "./envoyready.ts";
@@ -27,11 +25,61 @@ import { maybeGzip } from "./gzip.ts";
 import { type HealthCheckConfig, WorkloadHealthChecker } from "./healthcheck.ts";
 import { isLoopback } from "./loopback.ts";
 import { MetricsMerger } from "./merge.ts";
-import { ReadyCheck, renderNotReady } from "./readycheck.ts";
+import { ReadyCheck } from "./readycheck.ts";
+import { ReadyAnswer } from "./readyanswer.ts";
 import { parseScrapeConfig } from "./scrapeconfig.ts";
 import { systemClock } from "../lib/clock.ts";
 
 export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
+
+/** A bound status port. */
+export interface StatusListener {
+  port: number;
+  hostname: string;
+  stop(): Promise<void>;
+  /** For a listener answering readiness itself: the agent's conditions changed, Envoy was restarted, or shutdown began. */
+  readinessChanged?(change: ReadinessChange): void;
+}
+
+export type ReadinessChange = { kind: "conditions" } | { kind: "envoy restarted" } | { kind: "shutdown"; reason?: string };
+
+/** What a listener on another thread needs to answer `/healthz/ready` as this server would. */
+export interface ReadinessFeed {
+  envoy?: { adminHost: string; adminPort: number };
+  grpcBootstrap?: { path: string; root?: string };
+  processStartMs: number;
+  /** The agent's pending conditions now (plain data). */
+  conditions(): { blockers: BlockerState[]; warnings: BlockerState[] };
+  /** Where the thread's readiness log lines go. */
+  log(level: "info" | "warn", message: string): void;
+  /** The first ready answer: seconds since the process started. */
+  firstReady(seconds: number): void;
+}
+
+/** Binds the status port on `hostname`, routing every request to `handle`; rejects when it cannot. */
+export type StatusListen = (
+  hostname: string,
+  port: number,
+  handle: (req: Request, remote: string | undefined) => Promise<Response>,
+  readiness: ReadinessFeed,
+) => Promise<StatusListener>;
+
+/** The listener on the agent's own event loop (the default; tests). `onError` hears what Bun could not serve. */
+export function inlineListen(onError: (message: string) => void): StatusListen {
+  return async (hostname, port, handle) => {
+    const server = Bun.serve({
+      port,
+      hostname,
+      idleTimeout: 120,
+      fetch: (req, s) => handle(req, s.requestIP(req)?.address),
+      error: (e) => {
+        onError(`status server: ${errorMessage(e)}`);
+        return new Response("internal error\n", { status: 500 });
+      },
+    });
+    return { port: server.port ?? 0, hostname: server.hostname ?? "", stop: () => server.stop(true) };
+  };
+}
 
 export interface StatusServerOptions {
   /** ProxyConfig.statusPort; 0 picks a free port (tests). */
@@ -85,11 +133,13 @@ export interface StatusServerOptions {
   now?: () => number;
   /** When the process started (for istio_agent_startup_duration_seconds). */
   processStartMs?: number;
+  /** How the port is bound: on this event loop (default) or a thread of its own (statusthread.ts). */
+  listen?: StatusListen;
 }
 
 export class StatusServer implements Component {
   readonly name = "status";
-  private server?: Server<undefined>;
+  private server?: StatusListener;
   private readonly log: Logger;
   private readonly envoyReady?: EnvoyReadinessProbe;
   private readonly readyCheck: ReadyCheck;
@@ -98,8 +148,7 @@ export class StatusServer implements Component {
   private readonly health?: WorkloadHealthChecker;
   private readonly startup;
   private healthRun?: Promise<void>;
-  private lastReady?: string;
-  private everReady = false;
+  private readonly readyAnswer: ReadyAnswer;
   private done = Promise.resolve();
 
   constructor(private readonly opts: StatusServerOptions) {
@@ -114,6 +163,9 @@ export class StatusServer implements Component {
       });
     }
     const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
+    opts.readiness?.onChange(() => this.server?.readinessChanged?.({ kind: "conditions" }));
+    const shutdown = opts.shutdown;
+    shutdown?.addEventListener("abort", () => this.server?.readinessChanged?.({ kind: "shutdown", reason: abortReason(shutdown) }), { once: true });
     this.readyCheck = new ReadyCheck({ readiness: opts.readiness, envoy: this.envoyReady, grpcBootstrap: grpc });
     // What Istio's NewServer refuses stops the agent at start, naming the variable.
     const probers = parseAppProbers(opts.appProbers ?? "");
@@ -136,6 +188,14 @@ export class StatusServer implements Component {
       appHost: opts.appMetricsHost,
     });
     this.startup = gauge(opts.registry, "istio_agent_startup_duration_seconds", "The time from the process starting to being marked ready.");
+    this.readyAnswer = new ReadyAnswer({
+      check: this.readyCheck,
+      info: (m) => this.log.info(m),
+      warn: (m) => this.log.warn(m),
+      firstReady: (seconds) => this.startup.set(seconds),
+      now: opts.now ?? systemClock.now,
+      processStartMs: opts.processStartMs ?? performance.timeOrigin,
+    });
     if (opts.workloadHealth) {
       this.health = new WorkloadHealthChecker({
         ...opts.workloadHealth,
@@ -158,40 +218,36 @@ export class StatusServer implements Component {
   /** Envoy was restarted: its cached readiness no longer holds. */
   resetEnvoyReadiness(): void {
     this.envoyReady?.reset();
+    this.server?.readinessChanged?.({ kind: "envoy restarted" });
   }
 
   async start(signal: AbortSignal): Promise<void> {
     this.apps.reportConfigProblems();
-    const serve = (hostname: string) =>
-      Bun.serve({
-        port: this.opts.port,
-        hostname,
-        idleTimeout: 120,
-        fetch: (req, server) => this.handle(req, server.requestIP(req)?.address),
-        error: (e) => {
-          this.log.error(`status server: ${errorMessage(e)}`);
-          return new Response("internal error\n", { status: 500 });
-        },
-      });
+    const listen = this.opts.listen ?? inlineListen((m) => this.log.error(m));
+    const handle = (req: Request, remote: string | undefined) => this.handle(req, remote);
+    const feed = this.readinessFeed();
     const hostname = this.opts.hostname ?? "::";
     try {
-      this.server = serve(hostname);
+      this.server = await listen(hostname, this.opts.port, handle, feed);
     } catch (e) {
       if (this.opts.hostname !== undefined || /EADDRINUSE|in use/i.test(errorMessage(e))) {
         throw new StatusError(`cannot listen on [${hostname}]:${this.opts.port}: ${errorMessage(e)}`, "status server", { cause: e });
       }
       try {
-        this.server = serve("0.0.0.0");
+        this.server = await listen("0.0.0.0", this.opts.port, handle, feed);
       } catch (e2) {
         throw new StatusError(`cannot listen on :${this.opts.port}: ${errorMessage(e2)}`, "status server", { cause: e2 });
       }
     }
+    // Changes made while the listener was binding reached no one: send the state as it is now.
+    this.server.readinessChanged?.({ kind: "conditions" });
+    if (this.opts.shutdown?.aborted) this.server.readinessChanged?.({ kind: "shutdown", reason: abortReason(this.opts.shutdown) });
     this.log.info(`Opening status port ${this.port()}`);
     if (this.health) this.healthRun = this.health.run(signal).catch((e) => this.log.error(`health check stopped: ${errorMessage(e)}`));
     let resolveDone!: () => void;
     this.done = new Promise((r) => (resolveDone = r));
     const stop = async () => {
-      await this.server?.stop(true);
+      await this.server?.stop();
       this.apps.close();
       await this.healthRun;
       this.log.info("Status server has successfully terminated");
@@ -225,24 +281,21 @@ export class StatusServer implements Component {
     }
   }
 
-  private async ready(): Promise<Response> {
-    const r = await this.readyCheck.check();
-    if (r.ready) {
-      if (!this.everReady) {
-        this.everReady = true;
-        const start = this.opts.processStartMs ?? performance.timeOrigin;
-        const elapsedMs = (this.opts.now ?? systemClock.now)() - start;
-        this.startup.set(elapsedMs / 1000);
-        this.log.info(`Readiness succeeded in ${formatGoDuration(elapsedMs)}`);
-      }
-      if (this.lastReady !== "") this.log.info("Envoy proxy is ready");
-      this.lastReady = "";
-      return new Response("", { status: 200 });
-    }
-    const body = renderNotReady(r.pending, r.warnings);
-    if (body !== this.lastReady) this.log.warn(`Envoy proxy is NOT ready: ${r.pending.map((p) => `${p.name}: ${p.error}`).join("; ")}`);
-    this.lastReady = body;
-    return text(503, body);
+  private ready(): Promise<Response> {
+    return this.readyAnswer.answer();
+  }
+
+  private readinessFeed(): ReadinessFeed {
+    const o = this.opts;
+    const readiness = o.readiness;
+    return {
+      ...(o.envoy ? { envoy: { adminHost: o.envoy.adminHost, adminPort: o.envoy.adminPort } } : {}),
+      ...(o.grpcBootstrapPath ? { grpcBootstrap: { path: o.grpcBootstrapPath, ...(o.root ? { root: o.root } : {}) } } : {}),
+      processStartMs: o.processStartMs ?? performance.timeOrigin,
+      conditions: () => ({ blockers: readiness?.blockers() ?? [], warnings: readiness?.warnings() ?? [] }),
+      log: (level, message) => (level === "warn" ? this.log.warn(message) : this.log.info(message)),
+      firstReady: (seconds) => this.startup.set(seconds),
+    };
   }
 
   private async lifecycle(path: string, req: Request, remote: string | undefined): Promise<Response> {
@@ -289,6 +342,13 @@ export class StatusServer implements Component {
     };
     return maybeGzip(req, new Response(JSON.stringify(body, null, 2), { headers: { "content-type": "application/json" } }));
   }
+}
+
+/** An abort's reason as the Envoy readiness probe words it (`server is terminated: <reason>`). */
+function abortReason(signal: AbortSignal): string | undefined {
+  const r: unknown = signal.reason;
+  if (r instanceof Error) return r.message;
+  return r === undefined ? undefined : String(r);
 }
 
 function text(status: number, body: string): Response {

@@ -2,8 +2,9 @@
 // proxyless gRPC client) opens ADS streams. Connections are checked with SO_PEERCRED before any
 // HTTP/2 byte is read; rejected peers are closed, logged with pid/uid and counted. Streams are
 // handed to the proxy as `DownstreamCall`s that carry gRPC-framed bytes and end with a status.
-
-import net from "node:net";
+// The socket is one of Bun's own (`Bun.listen`), not node:net: it writes straight to the kernel
+// and reports how much it took, so the session's writer reuses one output buffer and the runtime
+// queues nothing (docs/xds.md, "Fourth pass").
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
@@ -13,6 +14,8 @@ import { XdsError } from "./errors.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
+import { BunTransport } from "./h2/transport.ts";
+import { bunSocketFd } from "../../native/peercred.ts";
 import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts";
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
 import type { ReflectionIndex } from "./reflection.ts";
@@ -122,15 +125,17 @@ const REFLECTION_MAX_REQUEST = 64 * 1024;
 
 export class DownstreamServer {
   private reflection: Promise<ReflectionIndex> | undefined;
-  private readonly net: net.Server;
+  private listener: Bun.UnixSocketListener<BunTransport | undefined> | undefined;
   private readonly sessions = new Set<H2Session>();
+  /**
+   * A failure after start. Bun's listener surfaces no accept(2) errors (node:net's did, as an
+   * `error` event): kept so the component's contract (and the root's reaction) stays one place.
+   */
   private readonly failure = new FailureReport();
   /** The listener died after start. */
   readonly failed = this.failure.failed;
 
-  constructor(private readonly o: DownstreamServerOptions) {
-    this.net = net.createServer((sock) => this.onConnection(sock));
-  }
+  constructor(private readonly o: DownstreamServerOptions) {}
 
   async listen(): Promise<void> {
     const p = this.o.socketPath;
@@ -140,12 +145,23 @@ export class DownstreamServer {
     } catch (e) {
       throw new XdsError("downstream", `preparing socket ${p}: ${errorMessage(e)}`, { cause: e });
     }
-    await new Promise<void>((resolve, reject) => {
-      this.net.once("error", (e) => reject(new XdsError("downstream", `listening on ${p}: ${e.message}`)));
-      this.net.listen(p, () => resolve());
-    });
-    // After start, a listener error (accept failing) is the component's failure, not a crash.
-    this.net.on("error", (e) => this.failure.report(new XdsError("downstream", `XDS socket ${p}: ${e.message}`)));
+    try {
+      this.listener = Bun.listen<BunTransport | undefined>({
+        unix: p,
+        socket: {
+          open: (sock) => {
+            sock.data = this.onConnection(sock);
+          },
+          data: (sock, chunk) => sock.data?.onData(chunk),
+          drain: (sock) => sock.data?.onDrain(),
+          end: (sock) => sock.data?.onEnd(),
+          error: (sock, e) => sock.data?.onError(e),
+          close: (sock, e) => sock.data?.onClose(e),
+        },
+      });
+    } catch (e) {
+      throw new XdsError("downstream", `listening on ${p}: ${errorMessage(e)}`, { cause: e });
+    }
     chmodSync(p, 0o666);
   }
 
@@ -154,22 +170,23 @@ export class DownstreamServer {
    * the trailers) reach the clients, up to `graceMs`; then close what is left.
    */
   async close(graceMs = 0): Promise<void> {
-    const closing = new Promise<void>((r) => this.net.close(() => r()));
+    this.listener?.stop(false);
+    this.listener = undefined;
     const gone = [...this.sessions].map(
       (s) =>
         new Promise<void>((r) => {
           if (s.closed) return r();
-          s.socket.once("close", () => r());
+          s.onTransportClosed(() => r());
           s.close(graceMs);
         }),
     );
     await Promise.all(gone);
-    await closing;
     rmSync(this.o.socketPath, { force: true });
   }
 
-  private onConnection(sock: net.Socket): void {
-    const d = this.o.authorizer.check(sock);
+  /** A new connection: its peer checked before any byte is read; its session's transport, or undefined when refused. */
+  private onConnection(sock: Bun.Socket<BunTransport | undefined>): BunTransport | undefined {
+    const d = this.o.authorizer.checkFd(bunSocketFd(sock));
     if (!d.allowed) {
       this.o.onRejected();
       const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
@@ -177,11 +194,12 @@ export class DownstreamServer {
         `rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`,
         ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }),
       );
-      sock.destroy();
-      return;
+      sock.end();
+      return undefined;
     }
+    const transport = new BunTransport(sock);
     const ka = this.o.keepalive ?? { intervalMs: 30_000, timeoutMs: 10_000 };
-    const session: H2Session = new H2Session(sock, {
+    const session: H2Session = new H2Session(transport, {
       role: "server",
       maxConcurrentStreams: this.o.maxConcurrentStreams ?? 100_000,
       keepalive: ka.intervalMs > 0 ? ka : undefined,
@@ -195,6 +213,7 @@ export class DownstreamServer {
       },
     });
     this.sessions.add(session);
+    return transport;
   }
 
   /** Server reflection: each request answered in order; the index is built on first use. */

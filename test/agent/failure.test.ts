@@ -5,9 +5,10 @@
 // and lets kubelet restart the container).
 
 import { afterEach, expect, test } from "bun:test";
-import type { EventEmitter } from "node:events";
 import { join } from "node:path";
 import { afterStartFailure } from "../../src/agent.ts";
+import type { FailureReport } from "../../src/lib/component.ts";
+import { XdsError } from "../../src/xds/errors.ts";
 import { eventually, logged, startTestAgent, type TestAgent } from "../support/agent.ts";
 
 const agents: TestAgent[] = [];
@@ -31,9 +32,10 @@ test("the XDS socket's listener failing after start: one line naming xdsproxy, a
   const a = await startTestAgent();
   agents.push(a);
   const bound = await a.start;
-  // What Node does when accept(2) fails on a listening server (EMFILE: out of descriptors).
-  const listener = (a.agent as unknown as { xds: { server: { net: EventEmitter } } }).xds.server.net;
-  listener.emit("error", Object.assign(new Error("accept EMFILE"), { code: "EMFILE" }));
+  // The relay's downstream reports a failure after start (the listener is Bun's own socket, which
+  // surfaces no accept(2) errors to JavaScript; node:net's did: docs/compat.md, "xDS relay").
+  const server = (a.agent as unknown as { xds: { server: { failure: FailureReport; o: { socketPath: string } } } }).xds.server;
+  server.failure.report(new XdsError("downstream", `XDS socket ${server.o.socketPath}: accept EMFILE`));
   const line = await eventually("the root's line", () => logged(a.lines, /^xdsproxy failed/)[0]);
   expect(line).toBe(
     `xdsproxy failed: xds proxy downstream: XDS socket ${join(a.root, "etc/istio/proxy/XDS")}: accept EMFILE; the agent keeps serving without it\tcomponent=xdsproxy\tdecision=degrade`,

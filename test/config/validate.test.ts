@@ -24,7 +24,7 @@ describe("ProxyConfig validation names the field and the layer", () => {
     ["discoveryAddress: istiod", 'PROXY_CONFIG: discoveryAddress: invalid discovery address: unable to split "istiod": missing port in address'],
     ["discoveryAddress: istiod:http", "PROXY_CONFIG: discoveryAddress: invalid discovery address: port (http) is not a number"],
     ["discoveryAddress: istiod:70000", "PROXY_CONFIG: discoveryAddress: invalid discovery address: port number 70000 must be in the range 1..65535"],
-    ["discoveryAddress: bad_host!:15012", 'PROXY_CONFIG: discoveryAddress: invalid discovery address: "bad_host!" is not a valid hostname or an IPv4 address'],
+    ["discoveryAddress: bad_host!:15012", 'PROXY_CONFIG: discoveryAddress: invalid discovery address: "bad_host!" is not a valid hostname or an IP address'],
     ["statsdUdpAddress: nohost", 'PROXY_CONFIG: statsdUdpAddress: invalid statsd udp address "nohost": unable to split "nohost": missing port in address'],
     ["proxyAdminPort: 0", "PROXY_CONFIG: proxyAdminPort: port number 0 must be in the range 1..65535"],
     ["statusPort: 99999", "PROXY_CONFIG: statusPort: port number 99999 must be in the range 1..65535"],
@@ -59,7 +59,7 @@ describe("ProxyConfig validation names the field and the layer", () => {
     ],
     [
       "tracing: {lightstep: {address: '$(HOST_IP):8080', accessToken: t}}",
-      'PROXY_CONFIG: tracing.lightstep.address: invalid lightstep config: "$(HOST_IP)" is not a valid hostname or an IPv4 address',
+      'PROXY_CONFIG: tracing.lightstep.address: invalid lightstep config: "$(HOST_IP)" is not a valid hostname or an IP address',
     ],
   ])("tracer address with $(HOST_IP): %s", (pc, message) => {
     expect(errorOf(pc)).toBe(message);

@@ -1,7 +1,8 @@
 // Load against the compiled agent: 10,000 pushes relayed in order; 200 ADS streams opened at
 // once (the agent relays one: the newest wins, the others end CANCELLED); 200 SDS streams at once
 // answered from the cache with no extra CA call. Throughout, a prober in a process of its own
-// hits /healthz/ready every 50 ms: every probe answered, p99 under 1 s (the kubelet's timeout).
+// hits /healthz/ready every 10 ms: every probe answered, p99 within 100 ms (status-prober.ts says
+// how the bound follows the machine's load).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -103,7 +104,10 @@ describe("load (compiled agent)", () => {
 describe("load: SDS (compiled agent)", () => {
   let mesh: Mesh | undefined;
   beforeAll(async () => {
-    mesh = await startMesh(greeterTable(9), { env: { OUTPUT_CERTS: "etc/certs" } });
+    // E2E_ENVOY_XDS: the Envoy stand-in takes CDS and LDS, so the agent is ready during the burst and
+    // the probes measure the status port, not the stand-in's admin API (a busy Bun process here;
+    // a not-ready answer queries it, as Istio's does).
+    mesh = await startMesh(greeterTable(9), { env: { OUTPUT_CERTS: "etc/certs", E2E_ENVOY_XDS: "1" } });
   }, 30_000);
   afterAll(async () => {
     await mesh?.cleanup();
@@ -113,6 +117,7 @@ describe("load: SDS (compiled agent)", () => {
     const m = mesh!;
     const chain = await until(m.pod, "first certificate", () => fileIfExists(m.pod.path("etc/certs/cert-chain.pem")));
     await until(m.pod, "the SDS socket", () => (existsSync(m.pod.path("var/run/secrets/workload-spiffe-uds/socket")) ? true : undefined));
+    await until(m.pod, "ready", async () => ((await fetch(`http://127.0.0.1:${m.pod.statusPort}/healthz/ready`)).status === 200 ? true : undefined));
     const n0 = m.ca.requests.length;
     const probe = await startStatusProber(m.pod.statusPort);
     const { Req } = discoveryTypes();

@@ -140,3 +140,28 @@ test("warnings are reported after the blockers and never gate, also when raised 
   expect(r.warnings().map((x) => [x.name, x.gates])).toEqual([["xds connected", false]]);
   expect(r.blockers()).toEqual([]);
 });
+
+test("onChange hears each real change once: raised, failed with a new error, cleared, raised again; repeats are silent", () => {
+  const { r } = clocked();
+  const heard: string[] = [];
+  r.onChange(() => heard.push(r.describe() || "ready"));
+  const b = r.block("dns table received");
+  r.block("dns table received"); // already pending
+  b.fail("no table");
+  b.fail("no table"); // same error
+  b.fail("still none");
+  b.clear();
+  b.clear(); // already clear
+  r.clear("never raised");
+  b.reblock();
+  b.reblock(); // already pending
+  r.warn("xds connected");
+  expect(heard).toEqual([
+    "dns table received: pending for 0.0s",
+    "dns table received: no table",
+    "dns table received: still none",
+    "ready",
+    "dns table received: pending for 0.0s",
+    "dns table received: pending for 0.0s\nwarning: xds connected: pending for 0.0s",
+  ]);
+});

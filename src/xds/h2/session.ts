@@ -1,10 +1,11 @@
-// A small HTTP/2 connection (RFC 9113) on a node:net / node:tls socket: the xDS relay's data path.
-// It does what gRPC streaming needs and nothing more — no push, no priorities — and it never
-// copies or re-frames payload: DATA is delivered as views into the socket's chunks as they arrive
-// (cut-through, even inside a frame), and written out as views. Output produced in one turn of the
-// event loop is coalesced into one socket write. Flow control both ways: the peer's windows are
-// honoured (per stream and per connection), and our receive windows are credited back only while
-// the consumer is not paused, so backpressure reaches the sender through HTTP/2 itself.
+// A small HTTP/2 connection (RFC 9113) on a transport (transport.ts: a node:net / node:tls socket,
+// or one of Bun's own): the xDS relay's data path. It does what gRPC streaming needs and nothing
+// more — no push, no priorities — and it never copies or re-frames payload on the way in: DATA is
+// delivered as views into the socket's chunks as they arrive (cut-through, even inside a frame),
+// and queued out as views; the writer (writer.ts) hands them to the socket in batches. Flow
+// control both ways: the peer's windows are honoured (per stream and per connection), and our
+// receive windows are credited back only while the consumer is not paused, so backpressure
+// reaches the sender through HTTP/2 itself.
 
 import type { Duplex } from "node:stream";
 import {
@@ -30,27 +31,14 @@ import {
 import { HpackDecoder, HpackError, encodeHeaders, type HeaderList } from "./hpack.ts";
 import { H2Stream, type StreamHost } from "./stream.ts";
 import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
+import { NODE_SOCKET_BUDGET, NodeTransport, type H2Transport } from "./transport.ts";
+import { H2Writer } from "./writer.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
+export { WRITE_BATCH } from "./writer.ts";
 
-/** Largest write handed to the socket at once; also the size from which a piece is written uncopied. */
-export const WRITE_BATCH = 128 * 1024;
-
-/** Unwritten bytes the socket may hold before the writer waits for its drain. */
-export const SOCKET_BUDGET = 256 * 1024;
-
-const EMPTY = new Uint8Array(0);
-
-/** pieces[from..to) copied into one buffer of `bytes`. */
-function concatRange(pieces: readonly Uint8Array[], from: number, to: number, bytes: number): Buffer {
-  const b = Buffer.allocUnsafe(bytes);
-  let at = 0;
-  for (let i = from; i < to; i++) {
-    b.set(pieces[i]!, at);
-    at += pieces[i]!.length;
-  }
-  return b;
-}
+/** Unwritten bytes a node socket may hold before the writer waits for its drain. */
+export const SOCKET_BUDGET = NODE_SOCKET_BUDGET;
 
 export class H2Error extends Error {
   override name = "H2Error";
@@ -117,12 +105,10 @@ export class H2Session implements StreamHost {
   private connCredit = 0;
 
   // output
-  private out: Uint8Array[] = [];
-  /** Index of the first piece of `out` not yet handed to the socket. */
-  private outHead = 0;
-  private outBytes = 0;
-  private flushQueued = false;
-  socketBlocked = false;
+  readonly transport: H2Transport;
+  private readonly writer: H2Writer;
+  /** Called once the transport is closed (graceful waits use it). */
+  private readonly closeWaiters: (() => void)[] = [];
 
   // input
   private state: ParseState;
@@ -153,9 +139,11 @@ export class H2Session implements StreamHost {
   private error: H2Error | undefined;
 
   constructor(
-    readonly socket: Duplex,
+    socket: Duplex | H2Transport,
     private readonly o: H2SessionOptions,
   ) {
+    this.transport = "listen" in socket && "retainsWrites" in socket ? socket : new NodeTransport(socket);
+    this.writer = new H2Writer(this.transport, () => this.onWriterRoom());
     this.streamWindow = o.streamWindow ?? 1 << 20;
     this.connWindow = Math.max(o.connectionWindow ?? 2 << 20, DEFAULT_WINDOW);
     this.maxFrame = Math.min(Math.max(o.maxFrameSize ?? MIN_FRAME_SIZE, MIN_FRAME_SIZE), MAX_FRAME_SIZE);
@@ -167,16 +155,21 @@ export class H2Session implements StreamHost {
     this.state = o.role === "server" ? "preface" : "header";
     this.lastReceiveAt = performance.now();
 
-    socket.on("data", (chunk: Buffer) => this.onSocketData(chunk));
-    socket.on("drain", () => this.onSocketDrain());
-    socket.on("error", (e: Error) => {
-      this.error ??= new H2Error(H2Code.INTERNAL_ERROR, e.message);
-    });
     // A close is clean when either side said GOAWAY first or nothing was in progress.
     const clean = () => this.goaway !== undefined || this.closing || this.streams.size === 0;
-    socket.on("end", () => this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed by the peer"))));
-    socket.on("close", () => this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed"))));
-
+    this.transport.listen({
+      data: (chunk) => this.onSocketData(chunk),
+      drain: () => this.onSocketDrain(),
+      end: () => {
+        if (this.closed) return this.transport.destroy(); // after our GOAWAY: the peer is done too
+        this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed by the peer")));
+      },
+      close: (e) => {
+        if (e) this.error ??= new H2Error(H2Code.INTERNAL_ERROR, e.message);
+        this.destroy(this.error ?? (clean() ? undefined : new H2Error(H2Code.INTERNAL_ERROR, "connection closed")));
+        for (const w of this.closeWaiters.splice(0)) w();
+      },
+    });
     if (o.role === "client") this.push(PREFACE);
     const settings: [number, number][] = [
       [Setting.INITIAL_WINDOW_SIZE, this.streamWindow],
@@ -215,7 +208,7 @@ export class H2Session implements StreamHost {
     this.push(goawayFrame(this.lastPeerStream, code, debug));
     const t = setTimeout(() => this.destroy(undefined), Math.max(graceMs, 1000));
     t.unref?.();
-    this.socket.once("close", () => clearTimeout(t));
+    this.onTransportClosed(() => clearTimeout(t));
     if (graceMs <= 0) for (const st of [...this.streams.values()]) if (!st.localEnded) st.reset(H2Code.CANCEL, "connection closing");
     this.checkClosing();
   }
@@ -227,10 +220,16 @@ export class H2Session implements StreamHost {
   checkClosing(): void {
     if (!this.closing || this.closed) return;
     for (const st of this.streams.values()) if (!st.localEnded || st.queued > 0) return;
-    this.flush();
+    this.writer.flush();
     // A full socket: end once the rest has gone (onSocketDrain comes back here).
-    this.endWhenFlushed = this.outHead < this.out.length;
-    if (!this.endWhenFlushed) this.socket.end();
+    this.endWhenFlushed = !this.writer.idle;
+    if (!this.endWhenFlushed) this.transport.end();
+  }
+
+  /** Run `f` once the transport is closed (at once if it already is). */
+  onTransportClosed(f: () => void): void {
+    if (this.transport.destroyed) f();
+    else this.closeWaiters.push(f);
   }
 
   /** Immediately: every open stream is reset, the socket destroyed (`linger`: after a GOAWAY, see below). */
@@ -240,16 +239,15 @@ export class H2Session implements StreamHost {
     this.error ??= error;
     for (const t of this.timers) clearInterval(t);
     try {
-      this.flush();
+      this.writer.flush();
     } catch {}
-    if (linger && !this.socket.destroyed && !this.socket.writableEnded) {
+    if (linger && !this.transport.destroyed && !this.transport.ended) {
       // After a GOAWAY naming the reason: end our side and keep reading (and dropping) what the
       // peer still sends for up to 1 s, so the GOAWAY is not lost to a reset of a full socket.
-      const sock = this.socket;
-      sock.once("end", () => sock.destroy());
-      sock.end();
-      setTimeout(() => sock.destroy(), 1000).unref?.();
-    } else this.socket.destroy();
+      const t = this.transport;
+      t.shutdown();
+      setTimeout(() => t.destroy(), 1000).unref?.();
+    } else this.transport.destroy();
     const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
     for (const s of [...this.streams.values()]) {
       // After our graceful close, a stream that sent all it had is done, whatever the peer's half.
@@ -282,61 +280,24 @@ export class H2Session implements StreamHost {
 
   // ---- output ----
 
-  /** Queue bytes for the socket; what is queued in one turn goes out together (see flush). */
+  /** Queue bytes for the socket; what is queued in one turn goes out together (writer.ts). */
   push(b: Uint8Array): void {
-    this.out.push(b);
-    this.outBytes += b.length;
-    if (!this.flushQueued) {
-      this.flushQueued = true;
-      queueMicrotask(() => this.flush());
-    }
+    this.writer.push(b);
   }
 
-  /**
-   * Hand the socket what is queued, in writes of at most WRITE_BATCH bytes: small pieces (frame
-   * headers, control frames, DATA views) are copied together into one write, a piece of
-   * WRITE_BATCH or more goes as it is. Once the socket holds SOCKET_BUDGET unwritten bytes the
-   * rest waits, in order, for its drain: the socket never holds more than that plus one batch, and no
-   * write allocates more than a batch (a whole 10 MiB message concatenated costs page faults and
-   * a copy the size of the message).
-   */
+  /** Hand the socket what is queued, as far as it takes it. */
   flush(): void {
-    this.flushQueued = false;
-    if (this.socket.destroyed || this.socket.writableEnded) {
-      this.out = [];
-      this.outHead = 0;
-      this.outBytes = 0;
-      return;
-    }
-    while (this.outHead < this.out.length && !this.socketBlocked) {
-      const first = this.out[this.outHead]!;
-      let end = this.outHead + 1;
-      let bytes = first.length;
-      if (first.length < WRITE_BATCH) {
-        while (end < this.out.length && bytes + this.out[end]!.length <= WRITE_BATCH) bytes += this.out[end++]!.length;
-      }
-      const data = end - this.outHead === 1 ? first : concatRange(this.out, this.outHead, end, bytes);
-      for (let i = this.outHead; i < end; i++) this.out[i] = EMPTY;
-      this.outHead = end;
-      this.outBytes -= bytes;
-      // A write past the socket's own small high-water mark returns false; waiting for a drain
-      // after each batch would leave the kernel idle a turn per batch. Stop once the socket holds
-      // SOCKET_BUDGET bytes it has not written yet (its drain event follows, as a write said false).
-      this.socket.write(data);
-      if (this.socket.writableLength >= SOCKET_BUDGET) this.socketBlocked = true;
-    }
-    if (this.outHead === this.out.length) {
-      this.out = [];
-      this.outHead = 0;
-    } else if (this.outHead > 1024) {
-      this.out = this.out.slice(this.outHead);
-      this.outHead = 0;
-    }
+    this.writer.flush();
+  }
+
+  /** The socket is full or the writer holds its limit: streams wait (onWriterRoom). */
+  get socketBlocked(): boolean {
+    return this.writer.full;
   }
 
   /** Bytes queued for the socket and not yet handed to it. */
   get unflushedBytes(): number {
-    return this.outBytes;
+    return this.writer.unflushedBytes;
   }
 
   sendHeaders(id: number, headers: HeaderList, endStream: boolean): void {
@@ -429,9 +390,12 @@ export class H2Session implements StreamHost {
   }
 
   private onSocketDrain(): void {
-    this.socketBlocked = false;
-    this.flush();
-    if (this.socketBlocked) return;
+    this.writer.drained();
+  }
+
+  /** The writer has room again: end a closing connection, or move the streams' queued DATA in. */
+  private onWriterRoom(): void {
+    if (this.closed) return;
     if (this.closing && this.endWhenFlushed) return this.checkClosing();
     for (const s of [...this.streams.values()]) {
       this.pump(s);

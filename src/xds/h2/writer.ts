@@ -1,0 +1,147 @@
+// The HTTP/2 session's output: frames and DATA views queued in order and handed to the transport
+// in writes of at most WRITE_BATCH bytes. Small pieces (frame headers, control frames, DATA views
+// of a few KiB) are copied together into one write; a piece of WRITE_BATCH or more goes as it is.
+// On a transport that keeps no reference to what it took (Bun's sockets) the copies go into one
+// output buffer reused for every write, so relaying allocates nothing per write; on one that does
+// (node streams queue the buffers they are given) each batch is a fresh buffer. What the transport
+// does not take waits, in order, for its drain: nothing is handed over while it is full.
+
+import type { H2Transport } from "./transport.ts";
+
+/** Largest write handed to the transport at once; also the size from which a piece is written uncopied. */
+export const WRITE_BATCH = 128 * 1024;
+
+/**
+ * Bytes queued and not yet handed over past which the writer counts as full: streams stop moving
+ * DATA in until it has room, so even what one turn of the event loop writes is bounded.
+ */
+export const QUEUE_LIMIT = 256 * 1024;
+
+/** The reused output buffer starts this small (a connection that only sends SETTINGS costs little) and grows to WRITE_BATCH. */
+const SLAB_START = 16 * 1024;
+
+const EMPTY = new Uint8Array(0);
+
+export class H2Writer {
+  private out: Uint8Array[] = [];
+  /** Index of the first piece of `out` not yet handed over. */
+  private outHead = 0;
+  private outBytes = 0;
+  /** The rest of a write the transport did not take; written first once it drains. */
+  private pending: Uint8Array | undefined;
+  /** Reused for batches when the transport keeps no reference to what it took. */
+  private slab: Buffer | undefined;
+  private flushQueued = false;
+  /** The transport is full: nothing more is handed over until its drain. */
+  blocked = false;
+  /** Someone was told "full": tell `onRoom` once there is room again. */
+  private owedRoom = false;
+
+  constructor(
+    private readonly t: H2Transport,
+    /** There is room again after `full` said otherwise (the session moves streams' DATA in). */
+    private readonly onRoom: () => void = () => {},
+  ) {}
+
+  /** The transport is blocked, or QUEUE_LIMIT bytes wait to be handed over: queue no more DATA. */
+  get full(): boolean {
+    if (!this.blocked && this.outBytes < QUEUE_LIMIT) return false;
+    this.owedRoom = true;
+    return true;
+  }
+
+  /** Queue bytes (kept by reference); what is queued in one turn goes out together. */
+  push(b: Uint8Array): void {
+    this.out.push(b);
+    this.outBytes += b.length;
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(() => this.flush());
+    }
+  }
+
+  /** Nothing is left to hand over. */
+  get idle(): boolean {
+    return this.pending === undefined && this.outHead === this.out.length;
+  }
+
+  /** Bytes queued and not yet handed over (a pending remainder included). */
+  get unflushedBytes(): number {
+    return this.outBytes + (this.pending?.length ?? 0);
+  }
+
+  /** The transport drained: go on. */
+  drained(): void {
+    this.blocked = false;
+    this.flush();
+  }
+
+  flush(): void {
+    this.flushQueued = false;
+    if (this.t.destroyed || this.t.ended) return this.discard();
+    while (!this.blocked) {
+      let data = this.pending;
+      this.pending = undefined;
+      if (!data) {
+        if (this.outHead === this.out.length) break;
+        data = this.nextBatch();
+      }
+      const took = this.t.write(data);
+      if (took < data.length) {
+        this.pending = data.subarray(took);
+        this.blocked = true;
+      }
+    }
+    if (this.outHead === this.out.length) {
+      this.out = [];
+      this.outHead = 0;
+    } else if (this.outHead > 1024) {
+      this.out = this.out.slice(this.outHead);
+      this.outHead = 0;
+    }
+    if (this.owedRoom && !this.blocked) {
+      this.owedRoom = false;
+      this.onRoom();
+    }
+  }
+
+  /** The next write: one large piece as it is, or small ones copied together (up to WRITE_BATCH). */
+  private nextBatch(): Uint8Array {
+    const first = this.out[this.outHead]!;
+    let end = this.outHead + 1;
+    let bytes = first.length;
+    if (first.length < WRITE_BATCH) {
+      while (end < this.out.length && bytes + this.out[end]!.length <= WRITE_BATCH) bytes += this.out[end++]!.length;
+    }
+    let data: Uint8Array = first;
+    if (end - this.outHead > 1) {
+      const b = this.batchBuffer(bytes);
+      let at = 0;
+      for (let i = this.outHead; i < end; i++) {
+        b.set(this.out[i]!, at);
+        at += this.out[i]!.length;
+      }
+      data = b.subarray(0, bytes);
+    }
+    for (let i = this.outHead; i < end; i++) this.out[i] = EMPTY;
+    this.outHead = end;
+    this.outBytes -= bytes;
+    return data;
+  }
+
+  private batchBuffer(bytes: number): Buffer {
+    if (this.t.retainsWrites) return Buffer.allocUnsafe(bytes);
+    if (!this.slab || this.slab.length < bytes)
+      this.slab = Buffer.allocUnsafe(Math.min(WRITE_BATCH, Math.max(bytes, this.slab ? this.slab.length * 2 : SLAB_START)));
+    return this.slab;
+  }
+
+  /** Drop everything queued (the transport is gone). */
+  discard(): void {
+    this.out = [];
+    this.outHead = 0;
+    this.outBytes = 0;
+    this.pending = undefined;
+    this.slab = undefined;
+  }
+}

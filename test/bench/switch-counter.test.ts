@@ -1,0 +1,70 @@
+// bench/idle.ts counts wake-ups as context switches of every thread. A thread that ends during
+// the window (Bun's JIT workers and GC helpers do, after start-up) must still count, and the count
+// can never go negative: the counter keeps each thread's last reading.
+
+import { expect, test } from "bun:test";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { switchCounter, wakeups } from "../../bench/idle.ts";
+
+const CHILD = `
+const worker = () => {
+  // 40 timed futex waits of 5 ms on a thread of its own: at least 40 voluntary context switches.
+  const a = new Int32Array(new SharedArrayBuffer(4));
+  for (let i = 0; i < 40; i++) Atomics.wait(a, 0, 0, 5);
+  postMessage("waited");
+};
+console.log("ready");
+await Bun.sleep(300);
+const w = new Worker(URL.createObjectURL(new Blob(["(" + worker.toString() + ")()"])));
+await new Promise((r) => (w.onmessage = r));
+await w.terminate();
+await Bun.sleep(300); // the worker thread has gone
+console.log("done");
+await Bun.sleep(60_000);
+`;
+
+/** Whether `pid` still has the thread Bun names "Worker". */
+function workerThreadAlive(pid: number): boolean {
+  return readdirSync(`/proc/${pid}/task`).some((t) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${t}/comm`, "utf8").trim() === "Worker";
+    } catch {
+      return false;
+    }
+  });
+}
+
+test("a thread that starts and ends inside the window is counted, and its switches are not lost", async () => {
+  const file = join(tmpdir(), `switch-counter-child-${process.pid}.ts`);
+  await Bun.write(file, CHILD);
+  const child = Bun.spawn([process.execPath, file], { stdout: "pipe", stderr: "inherit" });
+  try {
+    const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+    let out = "";
+    const until = async (word: string) => {
+      while (!out.includes(word)) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`child exited before "${word}": ${out}`);
+        out += new TextDecoder().decode(value);
+      }
+    };
+    await until("ready");
+    const before = wakeups(child.pid);
+    const counter = switchCounter(child.pid, 20);
+    await until("done"); // the sentinel: printed after the worker has been terminated
+    // ... and its thread ("Worker") has left /proc (under load that can trail the terminate).
+    for (let i = 0; i < 60 && workerThreadAlive(child.pid); i++) await Bun.sleep(50);
+    expect(workerThreadAlive(child.pid)).toBe(false);
+    const counted = counter.stop();
+    const plainDifference = wakeups(child.pid) - before;
+    // A difference of two sums loses the ended worker thread's (at least 40) switches; the
+    // counter keeps them on top of what every thread still alive did.
+    expect(counted - plainDifference).toBeGreaterThanOrEqual(40);
+  } finally {
+    child.kill("SIGKILL");
+    await child.exited;
+    await Bun.file(file).delete();
+  }
+});

@@ -1,0 +1,107 @@
+// Each command and mode evaluates only the code it uses (issue #16: idle memory is loaded code).
+// The agent runs from source with a preload that lists, at exit, every module evaluated; the
+// compiled binary keeps the same dynamic imports lazy (bun build bundles them unevaluated), and the
+// binary suites (test/e2e, test/faults) run every mode through those lazy paths.
+
+import { afterAll, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { freePort } from "../support/fake-envoy.ts";
+
+const REPO = resolve(import.meta.dir, "../..");
+/** Free ports for the status server and Envoy's admin (unused without Envoy, but validated). */
+const ports = async () => ({ statusPort: await freePort(), proxyAdminPort: await freePort() });
+const PRELOAD = join(REPO, "test/support/loaded-modules-preload.ts");
+const dir = mkdtempSync(join(tmpdir(), "agent-lazy-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs `agent <args>` from source until `until` appears on stdout (then SIGTERM) or it exits; the modules it evaluated, relative to the repo. */
+async function loadedModules(name: string, args: string[], env: Record<string, string>, until?: RegExp): Promise<string[]> {
+  const cwd = join(dir, name);
+  mkdirSync(cwd, { recursive: true });
+  const list = join(cwd, "modules.txt");
+  const child = Bun.spawn([process.execPath, "--preload", PRELOAD, join(REPO, "src/main.ts"), ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AGENT_TEST_LOADED_MODULES: list, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let out = "";
+  if (until) {
+    const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+    while (!until.test(out)) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`agent ${args.join(" ")} exited before ${until}: ${out.slice(-1500)}${await new Response(child.stderr).text()}`);
+      out += new TextDecoder().decode(value);
+    }
+    child.kill("SIGTERM");
+    void (async () => {
+      for (;;) if ((await reader.read()).done) break;
+    })();
+  }
+  const code = await child.exited;
+  const text = readFileSync(list, "utf8"); // written at exit: its presence is the sentinel
+  expect(code === 0 || code === 143 || code === null).toBe(true);
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((p) => (p.startsWith(REPO + "/") ? p.slice(REPO.length + 1) : p));
+}
+
+const under = (mods: string[], prefix: string) => mods.filter((m) => m.startsWith(prefix));
+/** src/main.ts checks for the Envoy launcher command (src/envoy/deathlink.ts) before any command runs. */
+const MAIN_ENVOY_LAUNCHER = ["src/envoy/deathlink.ts", "src/envoy/errors.ts", "src/envoy/process.ts"];
+
+test("proxyless agent (istiod, local CA), settled: no iptables, local-mode, STS, DNS-proxy, gRPC, protobuf or YAML code", async () => {
+  const mods = await loadedModules(
+    "proxyless",
+    ["proxy", "sidecar"],
+    {
+      POD_NAME: "lazy-0",
+      POD_NAMESPACE: "test",
+      INSTANCE_IP: "127.0.0.1",
+      CLOUD_PLATFORM: "none",
+      DISABLE_ENVOY: "true",
+      CA_PROVIDER: "local",
+      PROXY_CONFIG: JSON.stringify({ discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", terminationDrainDuration: "1s", ...(await ports()) }),
+    },
+    /certificates warmed/, // the last of the after-start work: the certificate code has loaded by then
+  );
+  // What it needs is there (the list is real) ...
+  expect(mods).toContain("src/xds/proxy.ts");
+  expect(mods).toContain("src/sds/manager.ts");
+  expect(under(mods, "node_modules/@peculiar/x509/").length).toBeGreaterThan(0); // the local CA signs with it
+  // ... and what it does not use is not.
+  expect(under(mods, "src/iptables/")).toEqual([]);
+  expect(under(mods, "src/local/")).toEqual([]);
+  expect(under(mods, "src/sts/")).toEqual([]);
+  expect(mods.filter((m) => m.startsWith("src/dns/") && m !== "src/dns/enabled.ts")).toEqual([]);
+  expect(
+    mods.filter(
+      (m) => m.startsWith("src/cli/") && !["src/cli/root.ts", "src/cli/proxy.ts", "src/cli/global.ts", "src/cli/io.ts", "src/cli/commands.ts"].includes(m),
+    ),
+  ).toEqual([]);
+  expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
+  expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
+  expect(under(mods, "node_modules/yaml/")).toEqual([]);
+}, 30_000);
+
+test("iptables --dry-run: none of the proxy's code", async () => {
+  const mods = await loadedModules("iptables", ["iptables", "--dry-run", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*"], {});
+  expect(mods).toContain("src/cli/iptables.ts");
+  expect(mods).not.toContain("src/agent.ts");
+  expect(mods).not.toContain("src/cli/proxy.ts");
+  for (const dir of [
+    "src/xds/",
+    "src/sds/",
+    "src/ca/",
+    "src/status/",
+    "src/envoy/",
+    "src/bootstrap/",
+    "src/local/",
+    "node_modules/@peculiar/",
+    "node_modules/prom-client/",
+  ])
+    expect(under(mods, dir).filter((m) => !MAIN_ENVOY_LAUNCHER.includes(m))).toEqual([]);
+}, 30_000);
