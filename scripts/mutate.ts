@@ -74,7 +74,7 @@ export const AREAS: Record<string, Area> = {
   // The PEM helpers, the retry policy and the lazy signer. client.ts is its own area: its tests
   // run gRPC over TLS against a fake CA (3-4 s a run).
   ca: { mutate: ["src/ca/pem.ts", "src/ca/retry.ts", "src/ca/lazy.ts"], tests: ["test/ca/lazy.test.ts", "test/sds/pure.test.ts", "test/ca/mutants.test.ts"] },
-  "ca-client": { mutate: ["src/ca/client.ts"], tests: ["test/ca/client.test.ts"] },
+  "ca-client": { mutate: ["src/ca/client.ts"], tests: ["test/ca/client.test.ts", "test/ca/mutants-client.test.ts"] },
   // The cache and its rotation and SotW decisions (462 mutants with streams.ts: hours on a shared
   // machine). The in-process cache tests (mutants.test.ts, a local CA, no gRPC) stand in for
   // cache.test.ts, which signs through the fake istiod and doubles the time of a run.
