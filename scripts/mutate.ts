@@ -83,6 +83,7 @@ export const AREAS: Record<string, Area> = {
       "test/conformance/iptables-builder.test.ts",
       "test/iptables/mutants-builder.test.ts",
       "test/iptables/mutants-rules.test.ts",
+      "test/iptables/mutants-rules-survivors.test.ts",
     ],
   },
   // The 10 s fuzz test is left out; table.test.ts and wire.test.ts run in about a second.
