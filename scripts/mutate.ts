@@ -37,6 +37,17 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/xds/h2/frames.ts", "src/xds/h2/hpack.ts", "src/xds/h2/huffman.ts", "src/xds/h2/ratebudget.ts"],
     tests: ["test/xds/h2-hpack.test.ts", "test/xds/mutants-h2.test.ts"],
   },
+  // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
+  // writer's own tests and the backpressure test, about a second a run.
+  "xds-h2-writer": {
+    mutate: ["src/xds/h2/writer.ts"],
+    tests: [
+      "test/xds/h2-writer.test.ts",
+      "test/xds/h2-writer-native.test.ts",
+      "test/xds/downstream-backpressure.test.ts",
+      "test/xds/mutants-h2-writer.test.ts",
+    ],
+  },
   // The drain wait, drain plan, state machine and restart policy: pure or clock-injected, tested in
   // under a second. The supervisor's process handling is its own area (its tests take 5 s a run).
   envoy: {
@@ -60,9 +71,10 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/status/envoyready.ts", "src/status/readycheck.ts", "src/status/healthcheck.ts"],
     tests: ["test/status/healthcheck.test.ts", "test/status/readiness.test.ts", "test/status/mutants.test.ts"],
   },
-  // The PEM helpers, the retry policy and the lazy signer. client.ts and its tests (gRPC, 3 s a run,
-  // and timing-sensitive under load: its 200 ms attempt deadline) are left out.
+  // The PEM helpers, the retry policy and the lazy signer. client.ts is its own area: its tests
+  // run gRPC over TLS against a fake CA (3-4 s a run).
   ca: { mutate: ["src/ca/pem.ts", "src/ca/retry.ts", "src/ca/lazy.ts"], tests: ["test/ca/lazy.test.ts", "test/sds/pure.test.ts", "test/ca/mutants.test.ts"] },
+  "ca-client": { mutate: ["src/ca/client.ts"], tests: ["test/ca/client.test.ts"] },
   // The cache and its rotation and SotW decisions (462 mutants with streams.ts: hours on a shared
   // machine). The in-process cache tests (mutants.test.ts, a local CA, no gRPC) stand in for
   // cache.test.ts, which signs through the fake istiod and doubles the time of a run.
