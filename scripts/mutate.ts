@@ -37,6 +37,11 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/xds/h2/frames.ts", "src/xds/h2/hpack.ts", "src/xds/h2/huffman.ts", "src/xds/h2/ratebudget.ts"],
     tests: ["test/xds/h2-hpack.test.ts", "test/xds/mutants-h2.test.ts"],
   },
+  // One HTTP/2 stream's state and flow control, through the session tests (3-4 s a run).
+  "xds-h2-stream": {
+    mutate: ["src/xds/h2/stream.ts"],
+    tests: ["test/xds/h2-session.test.ts", "test/xds/h2-session-raw.test.ts", "test/xds/h2-writer.test.ts"],
+  },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
   // writer's own tests and the backpressure test, about a second a run.
   "xds-h2-writer": {
@@ -95,6 +100,7 @@ export const AREAS: Record<string, Area> = {
       "test/conformance/iptables-builder.test.ts",
       "test/iptables/mutants-builder.test.ts",
       "test/iptables/mutants-rules.test.ts",
+      "test/iptables/mutants-rules-survivors.test.ts",
     ],
   },
   // The 10 s fuzz test is left out; table.test.ts and wire.test.ts run in about a second.
