@@ -7,6 +7,7 @@
 // other request goes back to the main thread's StatusServer.handle with the client's address,
 // and its answer returns to the thread, streamed when it comes in more than one chunk.
 
+import { errorMessage } from "../lib/errors.ts";
 import type { BlockerState } from "../lib/readiness.ts";
 import type { ReadinessChange, ReadinessFeed, StatusListener, StatusListen } from "./server.ts";
 
@@ -68,7 +69,7 @@ async function sendResponse(worker: Worker, id: number, res: Response): Promise<
     }
     worker.postMessage({ type: "end", id } satisfies ToStatusThread);
   } catch (e) {
-    worker.postMessage({ type: "end", id, error: e instanceof Error ? e.message : String(e) } satisfies ToStatusThread);
+    worker.postMessage({ type: "end", id, error: errorMessage(e) } satisfies ToStatusThread);
   }
 }
 
@@ -109,7 +110,7 @@ export function threadListen(onError: (message: string) => void): StatusListen {
             break;
           case "request": {
             const fail = (err: unknown) => {
-              const message = err instanceof Error ? err.message : String(err);
+              const message = errorMessage(err);
               onError(`status thread: ${m.method} ${m.url}: ${message}`);
               const body = new TextEncoder().encode("internal error\n");
               worker.postMessage({ type: "response", id: m.id, status: 500, headers: [], body, more: false } satisfies ToStatusThread);

@@ -7,6 +7,7 @@
 // StatusServer.handle with the client's address, and its answer comes back here.
 // Small on purpose: it loads only the readiness modules, so the thread costs little memory.
 
+import { errorMessage } from "../lib/errors.ts";
 import { explainCondition, type BlockerState } from "../lib/readiness.ts";
 import { EnvoyReadinessProbe } from "./envoyready.ts";
 import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
@@ -72,7 +73,7 @@ export function runStatusThread(port: Port, now: () => number): void {
   const handle = (req: Request, remote: string | undefined): Response | Promise<Response> => {
     if (readiness && new URL(req.url).pathname === "/healthz/ready") {
       return readiness.answer().catch((err: unknown) => {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorMessage(err);
         port.postMessage({ type: "log", level: "error", message: `GET /healthz/ready: ${message}` });
         return new Response(message, { status: 500, headers: { "content-type": "text/plain; charset=utf-8" } });
       });
@@ -92,13 +93,13 @@ export function runStatusThread(port: Port, now: () => number): void {
             idleTimeout: m.idleTimeout,
             fetch: (req, s) => handle(req, s.requestIP(req)?.address),
             error: (err) => {
-              port.postMessage({ type: "log", level: "error", message: `status server: ${err instanceof Error ? err.message : String(err)}` });
+              port.postMessage({ type: "log", level: "error", message: `status server: ${errorMessage(err)}` });
               return new Response("internal error\n", { status: 500 });
             },
           });
           port.postMessage({ type: "listening", port: server.port ?? 0, hostname: server.hostname ?? "" });
         } catch (err) {
-          port.postMessage({ type: "listen-failed", message: err instanceof Error ? err.message : String(err) });
+          port.postMessage({ type: "listen-failed", message: errorMessage(err) });
         }
         break;
       case "conditions":
