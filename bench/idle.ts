@@ -55,7 +55,7 @@ export function wakeups(pid: number): number {
  * thread is read every `everyMs`, and a thread's last reading counts after it has gone (a plain
  * difference of two sums would lose an exiting thread's switches, and can even go negative).
  */
-export function switchCounter(pid: number, everyMs = 250): { stop(): number } {
+export function switchCounter(pid: number, everyMs = 250): { sample(): void; stop(): number } {
   const first = threadSwitches(pid);
   const last = new Map(first);
   const read = () => {
@@ -63,6 +63,8 @@ export function switchCounter(pid: number, everyMs = 250): { stop(): number } {
   };
   const t = setInterval(read, everyMs);
   return {
+    /** Reads every thread now (the interval may not have run while a short-lived thread lived). */
+    sample: read,
     stop() {
       clearInterval(t);
       read();

@@ -19,6 +19,9 @@ console.log("ready");
 await Bun.sleep(300);
 const w = new Worker(URL.createObjectURL(new Blob(["(" + worker.toString() + ")()"])));
 await new Promise((r) => (w.onmessage = r));
+// The worker has done its waits and is still alive: the test reads it now, then says "go".
+console.log("waited");
+for await (const line of console) if (line.trim() === "go") break;
 await w.terminate();
 await Bun.sleep(300); // the worker thread has gone
 console.log("done");
@@ -39,7 +42,7 @@ function workerThreadAlive(pid: number): boolean {
 test("a thread that starts and ends inside the window is counted, and its switches are not lost", async () => {
   const file = join(tmpdir(), `switch-counter-child-${process.pid}.ts`);
   await Bun.write(file, CHILD);
-  const child = Bun.spawn([process.execPath, file], { stdout: "pipe", stderr: "inherit" });
+  const child = Bun.spawn([process.execPath, file], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   try {
     const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
     let out = "";
@@ -53,6 +56,13 @@ test("a thread that starts and ends inside the window is counted, and its switch
     await until("ready");
     const before = wakeups(child.pid);
     const counter = switchCounter(child.pid, 20);
+    await until("waited");
+    // One reading while the worker thread lives, whatever the machine's load did to the interval:
+    // its (at least 40) switches are in it.
+    expect(workerThreadAlive(child.pid)).toBe(true);
+    counter.sample();
+    child.stdin!.write("go\n");
+    child.stdin!.flush();
     await until("done"); // the sentinel: printed after the worker has been terminated
     // ... and its thread ("Worker") has left /proc (under load that can trail the terminate).
     for (let i = 0; i < 60 && workerThreadAlive(child.pid); i++) await Bun.sleep(50);
