@@ -40,7 +40,20 @@ export const AREAS: Record<string, Area> = {
   // One HTTP/2 stream's state and flow control, through the session tests (3-4 s a run).
   "xds-h2-stream": {
     mutate: ["src/xds/h2/stream.ts"],
-    tests: ["test/xds/h2-session.test.ts", "test/xds/h2-session-raw.test.ts", "test/xds/h2-writer.test.ts"],
+    tests: ["test/xds/h2-session.test.ts", "test/xds/h2-session-raw.test.ts", "test/xds/h2-writer.test.ts", "test/xds/mutants-h2-stream.test.ts"],
+  },
+  // The session (connection state, SETTINGS, flow control, GOAWAY, frame dispatch) through the
+  // session tests and the hostile-client test (about 4.5 s a run idle); two halves can run side by
+  // side with `-- --mutate src/xds/h2/session.ts:1-420` and `:421-748`.
+  "xds-h2-session": {
+    mutate: ["src/xds/h2/session.ts"],
+    tests: [
+      "test/xds/h2-session.test.ts",
+      "test/xds/h2-session-raw.test.ts",
+      "test/xds/hostile-client.test.ts",
+      "test/xds/mutants-h2-session.test.ts",
+      "test/xds/mutants-h2-session-frames.test.ts",
+    ],
   },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
   // writer's own tests and the backpressure test, about a second a run.
@@ -89,6 +102,19 @@ export const AREAS: Record<string, Area> = {
   sds: {
     mutate: ["src/sds/cache.ts:125-134", "src/sds/cache.ts:211-322", "src/sds/rotation.ts", "src/sds/sotw.ts"],
     tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts", "test/sds/mutants-issue.test.ts"],
+    excludedMutations: ["StringLiteral"],
+  },
+  // The SDS gRPC service: per-stream state (subscriptions, nonces, versions, NACKs) and the server
+  // (peer credentials, socket lifecycle), through the UDS tests (about a second each idle).
+  "sds-streams": {
+    mutate: ["src/sds/streams.ts", "src/sds/server.ts"],
+    tests: [
+      "test/sds/server.test.ts",
+      "test/sds/wire.test.ts",
+      "test/sds/abort.test.ts",
+      "test/sds/credential-socket.test.ts",
+      "test/sds/mutants-streams.test.ts",
+    ],
     excludedMutations: ["StringLiteral"],
   },
   // Istio's goldens (the CLI in dry-run, and the builder cases) and the hand-written renderings.
