@@ -104,10 +104,10 @@ export const AREAS: Record<string, Area> = {
     tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts", "test/sds/mutants-issue.test.ts"],
     excludedMutations: ["StringLiteral"],
   },
-  // The SDS gRPC service: per-stream state (subscriptions, nonces, versions, NACKs) and the server
-  // (peer credentials, socket lifecycle), through the UDS tests (about a second each idle).
+  // The SDS streams' protocol state (subscriptions, nonces, versions, NACKs), through the socket
+  // tests (about a second each idle).
   "sds-streams": {
-    mutate: ["src/sds/streams.ts", "src/sds/server.ts"],
+    mutate: ["src/sds/streams.ts"],
     tests: [
       "test/sds/server.test.ts",
       "test/sds/wire.test.ts",
