@@ -4,17 +4,20 @@
 // connection per downstream stream (Istio's behaviour), TLS with ALPN h2 unless plaintext,
 // bearer token and headers as gRPC metadata, HTTP/2 keepalive pings.
 
-import net, { isIP } from "node:net";
-import tls, { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { existsSync } from "node:fs";
+import { dialSocket } from "./dial.ts";
+import { httpStatusToCode, resetStatus, trailerStatus } from "./grpcstatus.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
-import { complianceTls } from "../lib/compliance.ts";
 import { errorMessage } from "../lib/errors.ts";
+
+// Moved to their own modules (shared with the CA client); re-exported for existing importers.
+export { decodeGrpcMessage, httpStatusToCode, resetStatus, trailerStatus } from "./grpcstatus.ts";
+export { serverNameOptions } from "./dial.ts";
 
 export interface StreamMeta {
   /** `/envoy.service.discovery.v3.AggregatedDiscoveryService/<method>` */
@@ -65,58 +68,6 @@ export const nodeFiles: FileReader = {
   },
 };
 
-/** HTTP status of a non-gRPC answer mapped to a gRPC code (gRPC's http-grpc-status-mapping). */
-export function httpStatusToCode(status: number): number {
-  switch (status) {
-    case 400:
-      return Code.INTERNAL;
-    case 401:
-      return Code.UNAUTHENTICATED;
-    case 403:
-      return 7; // PERMISSION_DENIED
-    case 404:
-      return Code.UNIMPLEMENTED;
-    case 429:
-    case 502:
-    case 503:
-    case 504:
-      return Code.UNAVAILABLE;
-    default:
-      return Code.UNKNOWN;
-  }
-}
-
-export function decodeGrpcMessage(m: string | string[] | undefined): string {
-  const s = Array.isArray(m) ? (m[0] ?? "") : (m ?? "");
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
-/** gRPC status for a stream that died with an HTTP/2 error code (gRPC's mapping). */
-export function resetStatus(code: number, reason: string): GrpcStatus {
-  switch (code) {
-    case H2Code.REFUSED_STREAM:
-      return { code: Code.UNAVAILABLE, message: reason };
-    case H2Code.CANCEL:
-      return { code: Code.CANCELLED, message: reason };
-    case H2Code.ENHANCE_YOUR_CALM:
-      return { code: Code.RESOURCE_EXHAUSTED, message: reason };
-    case H2Code.INADEQUATE_SECURITY:
-      return { code: 7, message: reason }; // PERMISSION_DENIED
-    default:
-      return { code: Code.UNAVAILABLE, message: reason };
-  }
-}
-
-/** The gRPC status carried by a trailers block (or a trailers-only response). */
-export function trailerStatus(h: HeaderList): GrpcStatus {
-  const st = headerValue(h, "grpc-status");
-  return { code: st === undefined || !/^\d+$/.test(st) ? Code.UNKNOWN : Number(st), message: decodeGrpcMessage(headerValue(h, "grpc-message")) };
-}
-
 export class IstiodUpstream implements Upstream {
   readonly describe: string;
 
@@ -158,24 +109,12 @@ export class IstiodUpstream implements Upstream {
         ["user-agent", "istio-agent-ts"],
         ...Object.entries(upstreamMetadata(this.readToken(), c.clusterId, c.xdsHeaders)),
       ];
-      const host = c.host.startsWith("[") ? c.host.slice(1, -1) : c.host;
-      let socket: net.Socket;
-      if (c.tls) {
-        const m = loadTlsMaterial(c.tls, this.files, this.now());
-        socket = tls.connect({
-          host,
-          port: c.port,
-          ca: m.ca,
-          cert: m.cert,
-          key: m.key,
-          ...serverNameOptions(m.servername),
-          ALPNProtocols: ["h2"],
-          ...complianceTls(c.compliancePolicy),
-        });
-      } else {
-        socket = net.connect({ host, port: c.port });
-      }
-      socket.setNoDelay?.(true);
+      const m = c.tls ? loadTlsMaterial(c.tls, this.files, this.now()) : undefined;
+      const socket = dialSocket({
+        host: c.host,
+        port: c.port,
+        ...(m ? { tls: { ca: m.ca, cert: m.cert, key: m.key, servername: m.servername, compliancePolicy: c.compliancePolicy } } : {}),
+      });
       session = new H2Session(socket, {
         role: "client",
         streamWindow: STREAM_WINDOW,
@@ -241,17 +180,4 @@ export class IstiodUpstream implements Upstream {
     const t = b?.toString("utf8").trim();
     return t ? t : undefined;
   }
-}
-
-/**
- * TLS options naming the server istiod must prove to be. Bun refuses an IP address as the TLS
- * server name (Node only warns), which would make every VM dialing istiod by IP fail: for an IP,
- * send no SNI and check the certificate against that IP ourselves.
- */
-export function serverNameOptions(servername: string): {
-  servername?: string;
-  checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined;
-} {
-  if (servername && isIP(servername) !== 0) return { checkServerIdentity: (_host, cert) => checkServerIdentity(servername, cert) };
-  return servername ? { servername } : {};
 }
