@@ -1,24 +1,27 @@
-// The CA client: istio.v1.auth.IstioCertificateService/CreateCertificate over grpc-js to istiod
-// (or any Istio-compatible CA). TLS with the configured root unless plaintext (:15010); metadata
-// ClusterID, CA_HEADER_* and `authorization: Bearer <token>` (token re-read per request); Istio's
-// retries; after any failure the connection is rebuilt so a rotated root file is picked up.
+// The CA client: istio.v1.auth.IstioCertificateService/CreateCertificate to istiod (or any
+// Istio-compatible CA), a unary gRPC call over the agent's own HTTP/2 client (src/xds/unary.ts).
+// TLS with the configured root unless plaintext (:15010); metadata ClusterID, CA_HEADER_* and
+// `authorization: Bearer <token>` (token re-read per request); Istio's retries; the connection is
+// kept between CSRs, and after any failure it is dropped so the next dial re-reads a rotated root.
 
-import * as grpc from "@grpc/grpc-js";
 import { existsSync } from "node:fs";
+import type { Duplex } from "node:stream";
 import { isIP } from "node:net";
-import { checkServerIdentity, createSecureContext } from "node:tls";
-import { complianceTls } from "../lib/compliance.ts";
-
-const IP_SNI_PLACEHOLDER = "ip-address.invalid";
 import { CaError } from "./errors.ts";
+import { csrMetadata } from "./metadata.ts";
 import type { CaClientOptions } from "./options.ts";
-import { caCodec, caServiceDefinition, CREATE_CERTIFICATE_PATH, type CaCodec, type CertificateRequest, type CertificateResponse } from "./proto.ts";
+import { caCodec, CREATE_CERTIFICATE_PATH, type CaCodec, type CertificateRequest, type CertificateResponse } from "./proto.ts";
 import { CA_MAX_ATTEMPTS, isRetriable, retryDelayMs } from "./retry.ts";
 import type { CertificateSigner } from "./signer.ts";
+import { caTarget, type CaTarget } from "./target.ts";
 import type { TokenSource } from "./token.ts";
 import { pemBlocks } from "./pem.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
+import { dialSocket } from "../xds/dial.ts";
+import { codeName } from "../xds/grpcstatus.ts";
+import { Code } from "../xds/types.ts";
+import { GrpcCallError, UnaryChannel } from "../xds/unary.ts";
 
 export interface CaClientDeps {
   tokens: TokenSource;
@@ -29,11 +32,15 @@ export interface CaClientDeps {
   onRetry?: () => void;
   /** Per-attempt deadline; default 10s so a stalled CA cannot hang rotation. */
   attemptTimeoutMs?: number;
+  /** Close the connection after this long without a CSR (default: gRPC's 30 minutes). */
+  idleMs?: number;
+  /** Largest response accepted (default: gRPC's 4 MiB). */
+  maxResponseBytes?: number;
 }
 
 export class IstioCaClient implements CertificateSigner {
   readonly name = "istiod";
-  private client: grpc.Client | undefined;
+  private channelCache: UnaryChannel | undefined;
   private codecCache: CaCodec | undefined;
 
   constructor(
@@ -44,6 +51,11 @@ export class IstioCaClient implements CertificateSigner {
   /** The CA schema, parsed on the first CSR rather than at construction. */
   private get codec(): CaCodec {
     return (this.codecCache ??= caCodec());
+  }
+
+  /** Connections dialed so far. */
+  get dials(): number {
+    return this.channelCache?.dials ?? 0;
   }
 
   async sign(csrPem: string, ttlSeconds: number): Promise<string[]> {
@@ -60,7 +72,7 @@ export class IstioCaClient implements CertificateSigner {
         const res = await this.call(req);
         return this.checkChain(res);
       } catch (e) {
-        this.reset(); // rebuild the connection: picks up a rotated root, drops a broken channel
+        this.reset(); // redial on the next attempt: picks up a rotated root, drops a broken connection
         last = e instanceof CaError ? e : new CaError("unavailable", String(e));
         if (!isRetriable(last.code)) break;
       }
@@ -73,8 +85,7 @@ export class IstioCaClient implements CertificateSigner {
   }
 
   private reset(): void {
-    this.client?.close();
-    this.client = undefined;
+    this.channelCache?.close();
   }
 
   private checkChain(res: CertificateResponse): string[] {
@@ -85,86 +96,84 @@ export class IstioCaClient implements CertificateSigner {
     return chain;
   }
 
-  private connect(): grpc.Client {
-    if (this.client) return this.client;
+  private channel(): UnaryChannel {
+    if (this.channelCache) return this.channelCache;
     const o = this.opts;
-    let creds: grpc.ChannelCredentials;
-    const channelOpts: grpc.ChannelOptions = {};
-    if (!o.tls) {
-      creds = grpc.credentials.createInsecure();
-    } else {
-      let root: Buffer | null = null;
-      if (o.rootCertPath && o.rootCertPath !== "SYSTEM") {
-        try {
-          root = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
-        } catch (e) {
-          throw new CaError(
-            "config",
-            `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`,
-            undefined,
-            { cause: e },
-          );
-        }
-      }
-      let key: Buffer | null = null;
-      let cert: Buffer | null = null;
-      if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
-        key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
-        cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
-      }
-      // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
-      const secure = createSecureContext({ ...(root ? { ca: root } : {}), ...(key && cert ? { key, cert } : {}), ...complianceTls(o.compliancePolicy ?? "") });
-      const name = o.serverName;
-      if (name && isIP(name) !== 0) {
-        // Bun refuses an IP as TLS server name (SNI) where Node only warns; grpc-js always sets
-        // one. Send a placeholder name and check the certificate against the IP ourselves.
-        creds = grpc.credentials.createFromSecureContext(secure, { checkServerIdentity: (_host, c) => checkServerIdentity(name, c) });
-        channelOpts["grpc.ssl_target_name_override"] = IP_SNI_PLACEHOLDER;
-      } else {
-        creds = grpc.credentials.createFromSecureContext(secure);
-        if (name) {
-          channelOpts["grpc.ssl_target_name_override"] = name;
-          channelOpts["grpc.default_authority"] = name;
-        }
-      }
-    }
-    const Ctor = grpc.makeGenericClientConstructor(caServiceDefinition(this.codec), "IstioCertificateService");
-    this.client = new Ctor(o.address, creds, channelOpts);
-    return this.client;
+    const target = caTarget(o.address);
+    // gRPC sends the server name as :authority when one is configured (not an IP: that is only checked).
+    const named = o.tls && o.serverName && isIP(o.serverName) === 0;
+    this.channelCache = new UnaryChannel({
+      dial: () => this.dial(target),
+      scheme: o.tls ? "https" : "http",
+      authority: named ? o.serverName! : target.authority,
+      ...(this.deps.idleMs !== undefined ? { idleMs: this.deps.idleMs } : {}),
+      ...(this.deps.maxResponseBytes !== undefined ? { maxResponseBytes: this.deps.maxResponseBytes } : {}),
+    });
+    return this.channelCache;
   }
 
-  private async call(req: CertificateRequest): Promise<CertificateResponse> {
-    const md = new grpc.Metadata();
-    for (const [k, v] of Object.entries(this.opts.headers)) md.set(k, v);
-    const token = await this.deps.tokens.token();
-    if (token) md.set("authorization", `Bearer ${token}`);
-    const client = this.connect();
-    const deadline = Date.now() + (this.deps.attemptTimeoutMs ?? 10_000);
-    return new Promise((resolve, reject) => {
-      client.makeUnaryRequest(
-        CREATE_CERTIFICATE_PATH,
-        (r: CertificateRequest) => this.codec.encodeRequest(r),
-        (b: Buffer) => this.codec.decodeResponse(b),
-        req,
-        md,
-        { deadline },
-        (err, res) => {
-          if (err) return reject(this.describe(err, token !== undefined));
-          resolve(res!);
-        },
-      );
+  /** A new connection: the root and client certificate are read here, so each dial sees the files as they are. */
+  private dial(target: CaTarget): Duplex {
+    const o = this.opts;
+    if (!o.tls) return dialSocket({ host: target.host, port: target.port });
+    let ca: Buffer | undefined;
+    if (o.rootCertPath && o.rootCertPath !== "SYSTEM") {
+      try {
+        ca = readBoundedFileSync(o.rootCertPath, FILE_LIMITS.certificate);
+      } catch (e) {
+        throw new CaError(
+          "config",
+          `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`,
+          undefined,
+          { cause: e },
+        );
+      }
+    }
+    let key: Buffer | undefined;
+    let cert: Buffer | undefined;
+    if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
+      key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
+      cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
+    }
+    // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
+    return dialSocket({
+      host: target.host,
+      port: target.port,
+      tls: { ca, cert, key, servername: o.serverName ?? "", compliancePolicy: o.compliancePolicy ?? "" },
     });
   }
 
-  private describe(err: grpc.ServiceError, hadToken: boolean): CaError {
+  private async call(req: CertificateRequest): Promise<CertificateResponse> {
+    const token = await this.deps.tokens.token();
+    const metadata = csrMetadata(this.opts.headers, token, this.deps.tokens.describe);
+    const channel = this.channel();
+    const body = this.codec.encodeRequest(req);
+    try {
+      const bytes = await channel.call(CREATE_CERTIFICATE_PATH, metadata, body, this.deps.attemptTimeoutMs ?? 10_000);
+      return this.decode(bytes);
+    } catch (e) {
+      throw e instanceof GrpcCallError ? this.describe(e, token !== undefined) : e;
+    }
+  }
+
+  /** The response message; one that does not parse fails as grpc does (INTERNAL, retried). */
+  private decode(bytes: Uint8Array): CertificateResponse {
+    try {
+      return this.codec.decodeResponse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length));
+    } catch (e) {
+      throw new GrpcCallError(Code.INTERNAL, `Response message parsing error: ${errorMessage(e)}`);
+    }
+  }
+
+  private describe(err: GrpcCallError, hadToken: boolean): CaError {
     const where = `CA ${this.opts.address}`;
-    if (err.code === grpc.status.UNAUTHENTICATED || err.code === grpc.status.PERMISSION_DENIED) {
+    if (err.code === Code.UNAUTHENTICATED || err.code === 7 /* PERMISSION_DENIED */) {
       const why = hadToken ? `rejected the token from ${this.deps.tokens.describe}` : `refused the request: no token at ${this.deps.tokens.describe}`;
       return new CaError("rejected-token", `${where} ${why}: ${err.details || err.message}`, err.code);
     }
     return new CaError(
-      err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED ? "unavailable" : "signing",
-      `${where}: CSR failed: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
+      err.code === Code.UNAVAILABLE || err.code === Code.DEADLINE_EXCEEDED ? "unavailable" : "signing",
+      `${where}: CSR failed: ${codeName(err.code)}: ${err.details || err.message}`,
       err.code,
     );
   }

@@ -1,13 +1,12 @@
 // Istio's CA client retry policy (grpc-middleware retry interceptor): at most 5 attempts, the
 // n-th retry after 100ms·2^(n-1) ±10% jitter, only on transient gRPC codes.
 
-import { status } from "@grpc/grpc-js";
-
 export const CA_MAX_ATTEMPTS = 5;
 const BASE_MS = 100;
 const JITTER = 0.1;
 
-const RETRIABLE = new Set<number>([status.CANCELLED, status.DEADLINE_EXCEEDED, status.RESOURCE_EXHAUSTED, status.ABORTED, status.INTERNAL, status.UNAVAILABLE]);
+/** CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNAVAILABLE (google.rpc.Code). */
+const RETRIABLE = new Set<number>([1, 4, 8, 10, 13, 14]);
 
 export function isRetriable(code: number | undefined): boolean {
   return code !== undefined && RETRIABLE.has(code);

@@ -1,0 +1,34 @@
+// Where the CA client connects and what it calls the server: host and port of CA_ADDR (or the
+// discovery address), gRPC's way — an optional `dns:///` scheme, brackets around an IPv6
+// address, port 443 when none is given — and the :authority a gRPC client sends for it.
+
+import { CaError } from "./errors.ts";
+
+export interface CaTarget {
+  host: string;
+  port: number;
+  /** host:port as written (without a scheme): gRPC's default :authority. */
+  authority: string;
+}
+
+/** gRPC's port when a target names none. */
+const DEFAULT_PORT = 443;
+
+export function caTarget(address: string): CaTarget {
+  const authority = address.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*\//i, "");
+  let host = authority;
+  let portText = "";
+  const bracket = /^\[([^\]]+)\](?::(.*))?$/.exec(authority);
+  if (bracket) {
+    host = bracket[1]!;
+    portText = bracket[2] ?? "";
+  } else if (authority.indexOf(":") === authority.lastIndexOf(":") && authority.includes(":")) {
+    host = authority.slice(0, authority.indexOf(":"));
+    portText = authority.slice(authority.indexOf(":") + 1);
+  }
+  const port = portText === "" ? DEFAULT_PORT : Number(portText);
+  if (host === "" || !/^\d*$/.test(portText) || port < 1 || port > 65535) {
+    throw new CaError("config", `CA address "${address}" is not host:port (CA_ADDR, or the discovery address)`);
+  }
+  return { host, port, authority };
+}
