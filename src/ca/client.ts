@@ -10,10 +10,10 @@ import { isIP } from "node:net";
 import { CaError } from "./errors.ts";
 import { csrMetadata } from "./metadata.ts";
 import type { CaClientOptions } from "./options.ts";
-import { caCodec, CREATE_CERTIFICATE_PATH, type CaCodec, type CertificateRequest, type CertificateResponse } from "./proto.ts";
 import { CA_MAX_ATTEMPTS, isRetriable, retryDelayMs } from "./retry.ts";
 import type { CertificateSigner } from "./signer.ts";
 import { caTarget, type CaTarget } from "./target.ts";
+import { CREATE_CERTIFICATE_PATH, decodeCertificateResponse, encodeCertificateRequest, type CertificateRequest, type CertificateResponse } from "./wire.ts";
 import type { TokenSource } from "./token.ts";
 import { pemBlocks } from "./pem.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
@@ -41,17 +41,11 @@ export interface CaClientDeps {
 export class IstioCaClient implements CertificateSigner {
   readonly name = "istiod";
   private channelCache: UnaryChannel | undefined;
-  private codecCache: CaCodec | undefined;
 
   constructor(
     readonly opts: CaClientOptions,
     private readonly deps: CaClientDeps,
   ) {}
-
-  /** The CA schema, parsed on the first CSR rather than at construction. */
-  private get codec(): CaCodec {
-    return (this.codecCache ??= caCodec());
-  }
 
   /** Connections dialed so far. */
   get dials(): number {
@@ -147,7 +141,7 @@ export class IstioCaClient implements CertificateSigner {
     const token = await this.deps.tokens.token();
     const metadata = csrMetadata(this.opts.headers, token, this.deps.tokens.describe);
     const channel = this.channel();
-    const body = this.codec.encodeRequest(req);
+    const body = encodeCertificateRequest(req);
     try {
       const bytes = await channel.call(CREATE_CERTIFICATE_PATH, metadata, body, this.deps.attemptTimeoutMs ?? 10_000);
       return this.decode(bytes);
@@ -159,7 +153,7 @@ export class IstioCaClient implements CertificateSigner {
   /** The response message; one that does not parse fails as grpc does (INTERNAL, retried). */
   private decode(bytes: Uint8Array): CertificateResponse {
     try {
-      return this.codec.decodeResponse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length));
+      return decodeCertificateResponse(bytes);
     } catch (e) {
       throw new GrpcCallError(Code.INTERNAL, `Response message parsing error: ${errorMessage(e)}`);
     }

@@ -7,7 +7,17 @@ import { CaError } from "./errors.ts";
 import type { HeaderList } from "../xds/h2/hpack.ts";
 
 /** Headers gRPC itself writes; grpc-go leaves them out of the metadata it sends. */
-const RESERVED = new Set(["content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message", "grpc-status", "grpc-timeout", "grpc-status-details-bin", "te"]);
+const RESERVED = new Set([
+  "content-type",
+  "user-agent",
+  "grpc-message-type",
+  "grpc-encoding",
+  "grpc-message",
+  "grpc-status",
+  "grpc-timeout",
+  "grpc-status-details-bin",
+  "te",
+]);
 const LEGAL_NAME = /^[0-9a-z_.-]+$/;
 const LEGAL_VALUE = /^[\x20-\x7e]*$/;
 

@@ -1,20 +1,14 @@
 // The CA service's messages, parsed once from proto/ca.proto embedded at bundle time, and a
-// grpc-js ServiceDefinition for istio.v1.auth.IstioCertificateService built on them.
+// grpc-js ServiceDefinition for istio.v1.auth.IstioCertificateService built on them: the tests'
+// fake CAs and benchmarks use it; the agent's CA client reads and writes the wire itself (wire.ts).
 
 import protobuf from "protobufjs";
 import type { ServiceDefinition } from "@grpc/grpc-js";
 import caProtoText from "../../proto/ca.proto" with { type: "text" };
 import { checkedInput } from "../lib/protobuf-input.ts";
+import { CREATE_CERTIFICATE_PATH, type CertificateRequest, type CertificateResponse } from "./wire.ts";
 
-export interface CertificateRequest {
-  csr: string;
-  validityDuration: number;
-  metadata?: Record<string, string>;
-}
-
-export interface CertificateResponse {
-  certChain: string[];
-}
+export { CREATE_CERTIFICATE_PATH, type CertificateRequest, type CertificateResponse } from "./wire.ts";
 
 export interface CaCodec {
   encodeRequest(r: CertificateRequest): Buffer;
@@ -22,8 +16,6 @@ export interface CaCodec {
   encodeResponse(r: CertificateResponse): Buffer;
   decodeResponse(b: Buffer): CertificateResponse;
 }
-
-export const CREATE_CERTIFICATE_PATH = "/istio.v1.auth.IstioCertificateService/CreateCertificate";
 
 /** Build the codec (parses the schema); callers keep the result instead of calling this per request. */
 export function caCodec(): CaCodec {

@@ -17,17 +17,19 @@ const DEFAULT_PORT = 443;
 export function caTarget(address: string): CaTarget {
   const authority = address.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*\//i, "");
   let host = authority;
-  let portText = "";
+  let portText: string | undefined;
   const bracket = /^\[([^\]]+)\](?::(.*))?$/.exec(authority);
+  const colon = authority.indexOf(":");
   if (bracket) {
     host = bracket[1]!;
-    portText = bracket[2] ?? "";
-  } else if (authority.indexOf(":") === authority.lastIndexOf(":") && authority.includes(":")) {
-    host = authority.slice(0, authority.indexOf(":"));
-    portText = authority.slice(authority.indexOf(":") + 1);
+    portText = bracket[2];
+  } else if (colon >= 0 && colon === authority.lastIndexOf(":")) {
+    host = authority.slice(0, colon);
+    portText = authority.slice(colon + 1);
   }
-  const port = portText === "" ? DEFAULT_PORT : Number(portText);
-  if (host === "" || !/^\d*$/.test(portText) || port < 1 || port > 65535) {
+  // no port: gRPC's default; a colon with nothing after it is an error (grpc-go: "missing port")
+  const port = portText === undefined ? DEFAULT_PORT : Number(portText);
+  if (host === "" || (portText !== undefined && !/^\d+$/.test(portText)) || port < 1 || port > 65535) {
     throw new CaError("config", `CA address "${address}" is not host:port (CA_ADDR, or the discovery address)`);
   }
   return { host, port, authority };

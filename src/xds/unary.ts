@@ -62,9 +62,9 @@ export class UnaryChannel {
   call(path: string, metadata: HeaderList, request: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     clearTimeout(this.idleTimer);
     this.inFlight++;
-    return new Promise<Uint8Array>((resolve, reject) => new UnaryCall(this.o, resolve, reject).start(() => this.connection(), path, metadata, request, timeoutMs)).finally(
-      () => this.settled(),
-    );
+    return new Promise<Uint8Array>((resolve, reject) =>
+      new UnaryCall(this.o, resolve, reject).start(() => this.connection(), path, metadata, request, timeoutMs),
+    ).finally(() => this.settled());
   }
 
   /** Drops the connection; calls in flight end CANCELLED. The next call dials again. */

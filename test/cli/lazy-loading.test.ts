@@ -4,9 +4,10 @@
 // binary suites (test/e2e, test/faults) run every mode through those lazy paths.
 
 import { afterAll, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { FakeCa } from "../support/fake-ca.ts";
 import { freePort } from "../support/fake-envoy.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
@@ -85,6 +86,41 @@ test("proxyless agent (istiod, local CA), settled: no iptables, local-mode, STS,
   expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
   expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
   expect(under(mods, "node_modules/yaml/")).toEqual([]);
+}, 30_000);
+
+// The CA client speaks gRPC over the agent's own HTTP/2 code: an agent whose certificates come from
+// istiod's CA (here a grpc-js fake CA over TLS, in the test's process) loads neither grpc-js nor a
+// protobuf schema library for it.
+test("proxyless agent with istiod's CA, certificates signed: the CA client loads no grpc-js or protobufjs", async () => {
+  const ca = await FakeCa.start();
+  try {
+    mkdirSync(join(dir, "ca-client"), { recursive: true });
+    const root = join(dir, "ca-client", "ca-root.pem");
+    writeFileSync(root, ca.tls!.rootPem);
+    const mods = await loadedModules(
+      "ca-client",
+      ["proxy", "sidecar"],
+      {
+        POD_NAME: "lazy-0",
+        POD_NAMESPACE: "test",
+        INSTANCE_IP: "127.0.0.1",
+        CLOUD_PLATFORM: "none",
+        DISABLE_ENVOY: "true",
+        CA_ADDR: ca.address,
+        CA_ROOT_CA: root,
+        PROXY_CONFIG: JSON.stringify({ discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", terminationDrainDuration: "1s", ...(await ports()) }),
+      },
+      /certificates warmed/, // default and ROOTCA signed by the CA: the client has done its work
+    );
+    expect(ca.requests.length).toBeGreaterThanOrEqual(1);
+    expect(mods).toContain("src/ca/client.ts");
+    expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
+    expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
+    expect(mods).toContain("src/xds/unary.ts");
+    expect(mods).not.toContain("src/ca/proto.ts");
+  } finally {
+    await ca.close();
+  }
 }, 30_000);
 
 test("iptables --dry-run: none of the proxy's code", async () => {
