@@ -89,10 +89,14 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/status/envoyready.ts", "src/status/readycheck.ts", "src/status/healthcheck.ts"],
     tests: ["test/status/healthcheck.test.ts", "test/status/readiness.test.ts", "test/status/mutants.test.ts"],
   },
-  // The PEM helpers, the retry policy and the lazy signer. client.ts is its own area: its tests
-  // run gRPC over TLS against a fake CA (3-4 s a run).
+  // The PEM helpers, the retry policy and the lazy signer. The client is its own area: its tests
+  // run gRPC over TLS against fake CAs (about 10 s a run).
   ca: { mutate: ["src/ca/pem.ts", "src/ca/retry.ts", "src/ca/lazy.ts"], tests: ["test/ca/lazy.test.ts", "test/sds/pure.test.ts", "test/ca/mutants.test.ts"] },
-  "ca-client": { mutate: ["src/ca/client.ts"], tests: ["test/ca/client.test.ts", "test/ca/mutants-client.test.ts"] },
+  // The CA client and the unary gRPC call it makes over the agent's own HTTP/2 (xds/unary.ts).
+  "ca-client": {
+    mutate: ["src/ca/client.ts", "src/ca/metadata.ts", "src/ca/target.ts", "src/ca/wire.ts", "src/xds/unary.ts"],
+    tests: ["test/ca/client.test.ts", "test/ca/mutants-client.test.ts", "test/ca/client-wire.test.ts", "test/ca/target.test.ts", "test/ca/wire.test.ts"],
+  },
   // The cache and its rotation and SotW decisions (462 mutants with streams.ts: hours on a shared
   // machine). The in-process cache tests (mutants.test.ts, a local CA, no gRPC) stand in for
   // cache.test.ts, which signs through the fake istiod and doubles the time of a run.
