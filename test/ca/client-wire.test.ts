@@ -81,6 +81,7 @@ describe("the request on the wire", () => {
     expect(r.headers[":authority"]).toBe("istiod.istio-system.svc");
     expect(r.headers["content-type"]).toBe("application/grpc");
     expect(r.headers["te"]).toBe("trailers");
+    expect(r.headers["user-agent"]).toBe("istio-agent-ts");
     expect(r.headers["grpc-timeout"]).toBe("7000m");
     expect(r.headers["clusterid"]).toBe("Kubernetes");
     expect(r.headers["authorization"]).toBe("Bearer tok-123");
@@ -396,6 +397,38 @@ describe("the connection", () => {
     expect(c.dials).toBe(2);
     expect(plainCa.requests[1]!.session).not.toBe(first);
     c.close();
+  });
+
+  test("concurrent CSRs share the connection; the idle timer waits for the last of them", async () => {
+    let held: (() => void) | undefined;
+    plainCa.answer = (s, r) => {
+      if (held === undefined) held = () => reply(frame(certResponse(chain)))(s, r);
+      else reply(frame(certResponse(chain)))(s, r);
+    };
+    const c = client(plainCa, {}, { idleMs: 30 });
+    const slow = c.sign("csr", 60);
+    await until(() => plainCa.requests.length === 1, "the CA holds the first CSR", 5000);
+    expect((await c.sign("csr", 60)).length).toBe(2); // the second settles while the first is in flight
+    // Sentinel: a second client with the same idleMs, idle from a later moment, closes its connection;
+    // an idle timer the first client had started when its second CSR settled would have fired first.
+    const c2 = client(plainCa, {}, { idleMs: 30 });
+    await c2.sign("csr", 60);
+    const c2Session = plainCa.requests[2]!.session;
+    await until(() => plainCa.closed.has(c2Session), "the second client's idle connection closed", 5000);
+    held!();
+    expect((await slow).length).toBe(2);
+    expect(c.dials).toBe(1);
+    expect(plainCa.requests[0]!.session).toBe(plainCa.requests[1]!.session);
+    expect(plainCa.closed.has(plainCa.requests[0]!.session)).toBe(false);
+    expect(sleeps).toEqual([]);
+    c.close();
+    c2.close();
+  });
+
+  test("gRPC's defaults: 4 MiB response cap, 30 min idle", async () => {
+    const { DEFAULT_IDLE_MS, DEFAULT_MAX_RESPONSE_BYTES } = await import("../../src/xds/unary.ts");
+    expect(DEFAULT_MAX_RESPONSE_BYTES).toBe(4_194_304);
+    expect(DEFAULT_IDLE_MS).toBe(1_800_000);
   });
 
   test("close() while a CSR is in flight ends it CANCELLED (retried: CANCELLED is transient) and the connection goes", async () => {
