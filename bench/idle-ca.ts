@@ -89,7 +89,9 @@ export async function run(): Promise<string> {
       "",
       "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
       "|---|---|---|---|---|",
-      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`),
+      ...runs.map(
+        (r, i) => `| ${r.label} | ${r.mode} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`,
+      ),
       "",
     ].join("\n");
   } finally {
