@@ -95,7 +95,14 @@ export const AREAS: Record<string, Area> = {
   // The CA client and the unary gRPC call it makes over the agent's own HTTP/2 (xds/unary.ts).
   "ca-client": {
     mutate: ["src/ca/client.ts", "src/ca/metadata.ts", "src/ca/target.ts", "src/ca/wire.ts", "src/xds/unary.ts"],
-    tests: ["test/ca/client.test.ts", "test/ca/mutants-client.test.ts", "test/ca/client-wire.test.ts", "test/ca/target.test.ts", "test/ca/wire.test.ts"],
+    tests: [
+      "test/ca/client.test.ts",
+      "test/ca/mutants-client.test.ts",
+      "test/ca/client-wire.test.ts",
+      "test/ca/target.test.ts",
+      "test/ca/wire.test.ts",
+      "test/xds/unary.test.ts",
+    ],
   },
   // The cache and its rotation and SotW decisions (462 mutants with streams.ts: hours on a shared
   // machine). The in-process cache tests (mutants.test.ts, a local CA, no gRPC) stand in for

@@ -23,6 +23,9 @@ import { codeName } from "../xds/grpcstatus.ts";
 import { Code } from "../xds/types.ts";
 import { GrpcCallError, UnaryChannel } from "../xds/unary.ts";
 
+/** In an error's text when the CA sent a status without a grpc-message. */
+const NO_MESSAGE = "(no grpc-message)";
+
 export interface CaClientDeps {
   tokens: TokenSource;
   /** Sleep between retries (injected clock); resolves false if aborted. */
@@ -163,11 +166,11 @@ export class IstioCaClient implements CertificateSigner {
     const where = `CA ${this.opts.address}`;
     if (err.code === Code.UNAUTHENTICATED || err.code === 7 /* PERMISSION_DENIED */) {
       const why = hadToken ? `rejected the token from ${this.deps.tokens.describe}` : `refused the request: no token at ${this.deps.tokens.describe}`;
-      return new CaError("rejected-token", `${where} ${why}: ${err.details || err.message}`, err.code);
+      return new CaError("rejected-token", `${where} ${why}: ${err.details || NO_MESSAGE}`, err.code);
     }
     return new CaError(
       err.code === Code.UNAVAILABLE || err.code === Code.DEADLINE_EXCEEDED ? "unavailable" : "signing",
-      `${where}: CSR failed: ${codeName(err.code)}: ${err.details || err.message}`,
+      `${where}: CSR failed: ${codeName(err.code)}: ${err.details || NO_MESSAGE}`,
       err.code,
     );
   }

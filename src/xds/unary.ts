@@ -51,6 +51,8 @@ export function grpcTimeout(ms: number): string {
 
 export class UnaryChannel {
   private session: H2Session | undefined;
+  /** Connections the server sent GOAWAY on, with calls still in flight. */
+  private readonly retiring = new Set<H2Session>();
   private inFlight = 0;
   private idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Connections dialed so far (for tests and logs). */
@@ -70,17 +72,21 @@ export class UnaryChannel {
   /** Drops the connection; calls in flight end CANCELLED. The next call dials again. */
   close(): void {
     clearTimeout(this.idleTimer);
-    const s = this.session;
+    const all = [...this.retiring, ...(this.session ? [this.session] : [])];
+    this.retiring.clear();
     this.session = undefined;
-    if (!s) return;
-    for (const st of [...s.streams.values()]) st.reset(H2Code.CANCEL, "connection closed by the agent");
-    s.close(0);
+    for (const s of all) {
+      for (const st of [...s.streams.values()]) st.reset(H2Code.CANCEL);
+      s.close(0);
+    }
   }
 
   private connection(): H2Session {
     const cur = this.session;
     if (cur && !cur.closed && !cur.goaway) return cur;
-    if (cur) cur.close(0); // told to go away: its calls finish, new ones use a new connection
+    // Told to go away: its calls finish there (closed once the last is done), new ones get a new connection.
+    if (cur) this.retiring.add(cur);
+    this.closeRetired();
     this.session = undefined;
     const socket = this.o.dial();
     this.dials++;
@@ -94,7 +100,17 @@ export class UnaryChannel {
     return s;
   }
 
+  /** Closes the connections left after a GOAWAY that have no call left. */
+  private closeRetired(): void {
+    for (const r of this.retiring) {
+      if (r.streams.size > 0 && !r.closed) continue;
+      this.retiring.delete(r);
+      r.close(0);
+    }
+  }
+
   private settled(): void {
+    this.closeRetired();
     this.inFlight--;
     if (this.inFlight > 0 || !this.session) return;
     const t = setTimeout(() => this.close(), this.o.idleMs ?? DEFAULT_IDLE_MS);
@@ -205,7 +221,7 @@ class UnaryCall {
     if (this.done) return;
     this.done = true;
     clearTimeout(this.timer);
-    if (this.stream && !this.stream.closed) this.stream.reset(H2Code.CANCEL, "call ended by the agent");
+    if (this.stream && !this.stream.closed) this.stream.reset(H2Code.CANCEL);
     settle();
   }
 }

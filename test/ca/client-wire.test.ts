@@ -100,6 +100,15 @@ describe("the request on the wire", () => {
     c.close();
   });
 
+  test("plaintext ignores a server name (:authority the address); the default deadline is 10 s", async () => {
+    const c = client(plainCa, { serverName: "istiod.istio-system.svc" }, { attemptTimeoutMs: undefined });
+    expect(c.dials).toBe(0);
+    await c.sign("csr", 60);
+    expect(plainCa.requests[0]!.headers[":authority"]).toBe(plainCa.address);
+    expect(plainCa.requests[0]!.headers["grpc-timeout"]).toBe("10000m");
+    c.close();
+  });
+
   test("an IP server name is checked, not sent as :authority", async () => {
     const c = client(tlsCa, { serverName: "127.0.0.1" });
     await c.sign("csr", 60);
@@ -108,13 +117,29 @@ describe("the request on the wire", () => {
   });
 
   test("CA_HEADER_* metadata: names lowercased, -bin values base64 without padding, gRPC's reserved names dropped", async () => {
-    const c = client(plainCa, { headers: { ClusterID: "c1", "X-Trace-Bin": "ab", "Content-Type": "text/html", te: "gzip", "grpc-timeout": "1S" } });
+    const reserved = {
+      "Content-Type": "text/html",
+      "user-agent": "curl",
+      "grpc-message-type": "x",
+      "grpc-encoding": "gzip",
+      "grpc-message": "m",
+      "grpc-status": "3",
+      "grpc-timeout": "1S",
+      "grpc-status-details-bin": "d",
+      te: "gzip",
+    };
+    const c = client(plainCa, { headers: { ClusterID: "c1", "X-Trace-Bin": "ab", "one-bin": "a", "x_a.b-1": "sp ace~", ...reserved } });
     await c.sign("csr", 60);
     const h = plainCa.requests[0]!.headers;
+    expect(h["clusterid"]).toBe("c1");
     expect(h["x-trace-bin"]).toBe("YWI"); // base64 of "ab" is "YWI="
+    expect(h["one-bin"]).toBe("YQ"); // "YQ=="
+    expect(h["x_a.b-1"]).toBe("sp ace~");
     expect(h["content-type"]).toBe("application/grpc");
+    expect(h["user-agent"]).toBe("istio-agent-ts");
     expect(h["te"]).toBe("trailers");
     expect(h["grpc-timeout"]).toBe("5000m");
+    for (const k of ["grpc-message-type", "grpc-encoding", "grpc-message", "grpc-status", "grpc-status-details-bin"]) expect(h[k]).toBeUndefined();
     c.close();
   });
 
@@ -158,6 +183,15 @@ describe("statuses", () => {
     expect(e.code).toBe(3);
     expect(e.message).toBe(`CA ${plainCa.address}: CSR failed: INVALID_ARGUMENT: bad CSR: ✓%`);
     expect(plainCa.requests.length).toBe(1); // not retried
+    c.close();
+  });
+
+  test("a status without grpc-message says so", async () => {
+    plainCa.answer = trailersOnly("3");
+    const c = client(plainCa);
+    expect((await failure(c)).message).toBe(`CA ${plainCa.address}: CSR failed: INVALID_ARGUMENT: (no grpc-message)`);
+    plainCa.answer = trailersOnly("7");
+    expect((await failure(c)).message).toBe(`CA ${plainCa.address} rejected the token from token file ${join(dir, "token")}: (no grpc-message)`);
     c.close();
   });
 
@@ -388,6 +422,28 @@ describe("the connection", () => {
     c.close();
   });
 
+  test("a GOAWAY while a CSR is in flight: that CSR completes, the next uses a new connection, the old one is closed once done", async () => {
+    const held: (() => void)[] = [];
+    plainCa.answer = (s, r) =>
+      held.length === 0 && plainCa.requests.length === 1 ? held.push(() => reply(frame(certResponse(chain)))(s, r)) : reply(frame(certResponse(chain)))(s, r);
+    const c = client(plainCa);
+    const first = c.sign("csr", 60);
+    await until(() => held.length === 1, "the CA holds the first CSR", 5000);
+    const old = plainCa.requests[0]!.session;
+    plainCa.goaway();
+    await plainCa.pingAll(); // answered: the GOAWAY sent before the PING has reached the client
+    expect((await c.sign("csr", 60)).length).toBe(2);
+    expect(plainCa.requests[1]!.session).not.toBe(old);
+    held[0]!();
+    expect((await first).length).toBe(2);
+    await until(() => plainCa.closed.has(old), "the client closed the old connection once its CSR was done", 5000);
+    expect((await c.sign("csr", 60)).length).toBe(2);
+    expect(plainCa.requests[2]!.session).toBe(plainCa.requests[1]!.session);
+    expect(c.dials).toBe(2);
+    expect(sleeps).toEqual([]);
+    c.close();
+  });
+
   test("an idle connection is closed after idleMs; the next CSR dials again", async () => {
     const c = client(plainCa, {}, { idleMs: 50 });
     await c.sign("csr", 60);
@@ -440,5 +496,7 @@ describe("the connection", () => {
     const e = (await p) as CaError;
     expect(e.message).toBe(`CA ${plainCa.address}: CSR failed: CANCELLED: call cancelled`);
     expect(e.code).toBe(1);
+    await until(() => plainCa.requests[0]!.resetCode !== undefined, "the CA saw the CSR's stream reset", 5000);
+    expect(plainCa.requests[0]!.resetCode).toBe(8); // CANCEL
   });
 });

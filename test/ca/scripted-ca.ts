@@ -66,6 +66,7 @@ export class ScriptedCa {
   private constructor(
     private readonly tls: { key: string; cert: string } | undefined,
     public port: number,
+    private readonly settings: http2.Settings,
   ) {
     this.server = this.make();
   }
@@ -74,14 +75,16 @@ export class ScriptedCa {
     return `127.0.0.1:${this.port}`;
   }
 
-  static async start(tls?: { key: string; cert: string }, port = 0): Promise<ScriptedCa> {
-    const ca = new ScriptedCa(tls, port);
+  static async start(tls?: { key: string; cert: string }, port = 0, settings: http2.Settings = {}): Promise<ScriptedCa> {
+    const ca = new ScriptedCa(tls, port, settings);
     await ca.listen();
     return ca;
   }
 
   private make(): http2.Http2Server | http2.Http2SecureServer {
-    const server = this.tls ? http2.createSecureServer({ key: this.tls.key, cert: this.tls.cert }) : http2.createServer();
+    const server = this.tls
+      ? http2.createSecureServer({ key: this.tls.key, cert: this.tls.cert, settings: this.settings })
+      : http2.createServer({ settings: this.settings });
     const ids = new WeakMap<http2.ServerHttp2Session, number>();
     server.on("session", (s) => {
       const id = ++this.sessions;
@@ -124,6 +127,11 @@ export class ScriptedCa {
   /** Sends GOAWAY on every open connection. */
   goaway(): void {
     for (const s of this.live) s.goaway();
+  }
+
+  /** Resolves once every open connection has answered a PING sent now: what was sent before has reached the client. */
+  async pingAll(): Promise<void> {
+    await Promise.all([...this.live].map((s) => new Promise<void>((resolve, reject) => s.ping((err) => (err ? reject(err) : resolve())))));
   }
 
   /** Stops listening and destroys every connection (a CA that went down). */

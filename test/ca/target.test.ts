@@ -14,6 +14,7 @@ describe("caTarget", () => {
     ["ca.example.com", "ca.example.com", 443, "ca.example.com"],
     ["dns:///ca.example.com:8443", "ca.example.com", 8443, "ca.example.com:8443"],
     ["dns://8.8.8.8/ca.example.com:8443", "ca.example.com", 8443, "ca.example.com:8443"],
+    ["DNS:///ca.example.com:8443", "ca.example.com", 8443, "ca.example.com:8443"],
     ["fd00::1", "fd00::1", 443, "fd00::1"],
     ["h:1", "h", 1, "h:1"],
     ["h:65535", "h", 65535, "h:65535"],

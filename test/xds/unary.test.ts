@@ -1,0 +1,39 @@
+// UnaryChannel directly (the CA client's tests cover it through IstioCaClient): a call refused
+// by the server's concurrent-stream limit, and the error it rejects with.
+
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import net from "node:net";
+import { GrpcCallError, UnaryChannel } from "../../src/xds/unary.ts";
+import { ScriptedCa, frame, reply } from "../ca/scripted-ca.ts";
+import { until } from "../sds/fake-clock.ts";
+
+let ca: ScriptedCa;
+beforeAll(async () => {
+  ca = await ScriptedCa.start(undefined, 0, { maxConcurrentStreams: 1 });
+});
+afterAll(() => ca.stop());
+
+test("GrpcCallError: its name, code, details, and a message of the code's name and the details", () => {
+  const e = new GrpcCallError(14, "down");
+  expect(e.name).toBe("GrpcCallError");
+  expect(e.code).toBe(14);
+  expect(e.details).toBe("down");
+  expect(e.message).toBe("UNAVAILABLE: down");
+  expect(e).toBeInstanceOf(Error);
+});
+
+test("a call past the server's concurrent-stream limit fails UNAVAILABLE at once; the one in flight completes", async () => {
+  const held: (() => void)[] = [];
+  ca.answer = (s, r) => (held.length === 0 ? held.push(() => reply(frame(Buffer.from("ok")))(s, r)) : reply(frame(Buffer.from("no")))(s, r));
+  const ch = new UnaryChannel({ dial: () => net.connect(ca.port, "127.0.0.1"), scheme: "http", authority: ca.address });
+  const first = ch.call("/svc/M", [], Buffer.from("a"), 5000);
+  await until(() => held.length === 1, "the server holds the first call", 5000);
+  const e = await ch.call("/svc/M", [], Buffer.from("b"), 5000).catch((x) => x);
+  expect(e).toBeInstanceOf(GrpcCallError);
+  expect((e as GrpcCallError).code).toBe(14);
+  expect((e as GrpcCallError).details).toBe("peer's concurrent stream limit reached");
+  held[0]!();
+  expect(Buffer.from(await first).toString()).toBe("ok");
+  expect(ch.dials).toBe(1);
+  ch.close();
+});
