@@ -9,7 +9,7 @@
 
 import { errorMessage } from "../lib/errors.ts";
 import type { BlockerState } from "../lib/readiness.ts";
-import { inlineListen, type ReadinessChange, type ReadinessFeed, type StatusListener, type StatusListen } from "./server.ts";
+import { inlineListen, type AppProbeThreadConfig, type ReadinessChange, type ReadinessFeed, type StatusListener, type StatusListen } from "./server.ts";
 
 export interface ThreadReadinessConfig {
   envoy?: ReadinessFeed["envoy"];
@@ -20,7 +20,7 @@ export interface ThreadReadinessConfig {
 }
 
 export type ToStatusThread =
-  | { type: "listen"; port: number; hostname: string; idleTimeout: number; readiness: ThreadReadinessConfig }
+  | { type: "listen"; port: number; hostname: string; idleTimeout: number; readiness: ThreadReadinessConfig; apps?: AppProbeThreadConfig }
   | { type: "conditions"; blockers: BlockerState[]; warnings: BlockerState[] }
   | { type: "envoy restarted" }
   | { type: "shutdown"; reason?: string }
@@ -33,7 +33,7 @@ export type FromStatusThread =
   | { type: "listening"; port: number; hostname: string }
   | { type: "listen-failed"; message: string }
   | { type: "request"; id: number; method: string; url: string; headers: [string, string][]; remote: string | undefined }
-  | { type: "log"; level: "info" | "warn" | "error"; message: string }
+  | { type: "log"; level: "info" | "warn" | "error"; message: string; scope?: "probes" }
   | { type: "first ready"; seconds: number }
   | { type: "stopped" };
 
@@ -181,7 +181,8 @@ export function threadListen(onError: (message: string) => void, opts: ThreadLis
             break;
           }
           case "log":
-            if (m.level === "error") onError(m.message);
+            if (m.scope === "probes" && feed.probeLog) feed.probeLog(m.level === "warn" ? "info" : m.level, m.message);
+            else if (m.level === "error") onError(m.message);
             else feed.log(m.level, m.message);
             break;
           case "first ready":
@@ -198,6 +199,6 @@ export function threadListen(onError: (message: string) => void, opts: ThreadLis
         processStartMs: feed.processStartMs,
         ...feed.conditions(),
       };
-      worker.postMessage({ type: "listen", port, hostname, idleTimeout: 120, readiness } satisfies ToStatusThread);
+      worker.postMessage({ type: "listen", port, hostname, idleTimeout: 120, readiness, ...(feed.apps ? { apps: feed.apps } : {}) } satisfies ToStatusThread);
     });
 }
