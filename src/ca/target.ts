@@ -11,6 +11,9 @@ export interface CaTarget {
   authority: string;
 }
 
+/** A host name or IP address (IPv6 with a zone): no path, user, query, brackets or spaces. */
+const HOST = /^[\w.%:-]+$/;
+
 /** gRPC's port when a target names none. */
 const DEFAULT_PORT = 443;
 
@@ -29,7 +32,7 @@ export function caTarget(address: string): CaTarget {
   }
   // no port: gRPC's default; a colon with nothing after it is an error (grpc-go: "missing port")
   const port = portText === undefined ? DEFAULT_PORT : Number(portText);
-  if (host === "" || (portText !== undefined && !/^\d+$/.test(portText)) || port < 1 || port > 65535) {
+  if (!HOST.test(host) || (portText !== undefined && !/^\d+$/.test(portText)) || port < 1 || port > 65535) {
     throw new CaError("config", `CA address "${address}" is not host:port (CA_ADDR, or the discovery address)`);
   }
   return { host, port, authority };

@@ -16,11 +16,30 @@ describe("caTarget", () => {
     ["dns://8.8.8.8/ca.example.com:8443", "ca.example.com", 8443, "ca.example.com:8443"],
     ["DNS:///ca.example.com:8443", "ca.example.com", 8443, "ca.example.com:8443"],
     ["fd00::1", "fd00::1", 443, "fd00::1"],
+    ["[fe80::1%eth0]:15012", "fe80::1%eth0", 15012, "[fe80::1%eth0]:15012"],
+    ["istiod_1.ns-2.svc:15012", "istiod_1.ns-2.svc", 15012, "istiod_1.ns-2.svc:15012"],
     ["h:1", "h", 1, "h:1"],
     ["h:65535", "h", 65535, "h:65535"],
   ])("%s", (address, host, port, authority) => expect(caTarget(address)).toEqual({ host, port, authority }));
 
-  test.each([":15012", "h:0", "h:65536", "h:x1", "h:-1", "[::1]:abc", "h:"])("%s is a config error naming it", (address) => {
+  test.each([
+    ":15012",
+    "h:0",
+    "h:65536",
+    "h:x1",
+    "h:1x",
+    "h:-1",
+    "[::1]:abc",
+    "[::1]:1x",
+    "h:",
+    "[::1]:",
+    "1a://b/c:2",
+    "x[::1]:80",
+    "h/p:1",
+    "u@h:1",
+    "h h:1",
+    "[]:1",
+  ])("%s is a config error naming it", (address) => {
     let err: unknown;
     try {
       caTarget(address);

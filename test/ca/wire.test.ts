@@ -3,9 +3,13 @@
 
 import { describe, expect, test } from "bun:test";
 import { caCodec } from "../../src/ca/proto.ts";
-import { decodeCertificateResponse, encodeCertificateRequest, type CertificateRequest } from "../../src/ca/wire.ts";
+import { CREATE_CERTIFICATE_PATH, decodeCertificateResponse, encodeCertificateRequest, type CertificateRequest } from "../../src/ca/wire.ts";
 
 const codec = caCodec();
+
+test("the method's path: package istio.v1.auth, service IstioCertificateService (proto/ca.proto)", () => {
+  expect(CREATE_CERTIFICATE_PATH).toBe("/istio.v1.auth.IstioCertificateService/CreateCertificate");
+});
 
 describe("IstioCertificateRequest", () => {
   test("what protobufjs reads back: CSR, validity, CertSigner metadata", () => {
