@@ -37,3 +37,27 @@ test("a call past the server's concurrent-stream limit fails UNAVAILABLE at once
   expect(ch.dials).toBe(1);
   ch.close();
 });
+
+test("a call past its deadline resets its stream (RST_STREAM CANCEL) while the connection stays", async () => {
+  ca.requests.length = 0;
+  ca.answer = () => {};
+  const ch = new UnaryChannel({ dial: () => net.connect(ca.port, "127.0.0.1"), scheme: "http", authority: ca.address });
+  const e = await ch.call("/svc/M", [], Buffer.from("a"), 200).catch((x) => x);
+  expect((e as GrpcCallError).code).toBe(4);
+  await until(() => ca.requests[0]?.resetCode !== undefined, "the server saw the stream reset", 5000);
+  expect(ca.requests[0]!.resetCode).toBe(8);
+  expect(ca.closed.has(ca.requests[0]!.session)).toBe(false);
+  ch.close();
+});
+
+test("a grpc-status in the response headers (not trailers-only) is no status: without trailers the call is UNKNOWN", async () => {
+  ca.answer = (s) => {
+    s.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "0" });
+    s.end(frame(Buffer.from("ok")));
+  };
+  const ch = new UnaryChannel({ dial: () => net.connect(ca.port, "127.0.0.1"), scheme: "http", authority: ca.address });
+  const e = await ch.call("/svc/M", [], Buffer.from("a"), 5000).catch((x) => x);
+  expect((e as GrpcCallError).code).toBe(2);
+  expect((e as GrpcCallError).details).toBe("No status information received");
+  ch.close();
+});
