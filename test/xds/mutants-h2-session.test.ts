@@ -751,20 +751,25 @@ describe("DATA out under the peer's windows (pump)", () => {
     out();
     st.write(bytes(16_384, 1));
     st.write(bytes(16_384, 2));
-    feed(windowUpdate(1, 32_768), ping(PING_SENTINEL));
+    feed(windowUpdate(1, 40_000), ping(PING_SENTINEL));
     const fs = untilSentinel(out()).filter((f) => f.type === T.DATA);
-    expect(fs.map((f) => [f.payload.length, f.payload[0], f.payload[16_383]])).toEqual([
-      [16_384, 1, 1],
-      [16_384, 2, 2],
+    expect(fs.map((f) => [f.flags, f.payload.length, f.payload[0], f.payload[16_383]])).toEqual([
+      [0, 16_384, 1, 1],
+      [0, 16_384, 2, 2],
     ]);
+    expect(st.bufferedBytes).toBe(0);
+    st.end();
+    expect(out().map((f) => [f.type, f.flags, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 0]]);
   });
 
   test("end() behind queued DATA: the last DATA frame carries END_STREAM, and nothing follows it", () => {
     const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 10]]);
     const st = s.request(GRPC_REQUEST);
     out();
-    st.write(bytes(15, 1));
+    st.write(bytes(25, 1));
     st.end();
+    expect(dataFrames(out())).toEqual([[1, 0, 10]]);
+    feed(windowUpdate(1, 10));
     expect(dataFrames(out())).toEqual([[1, 0, 10]]);
     feed(windowUpdate(1, 10));
     expect(dataFrames(out())).toEqual([[1, F.END_STREAM, 5]]);
@@ -965,5 +970,86 @@ describe("header blocks out", () => {
     out();
     st.reset(E.ENHANCE_YOUR_CALM);
     expect(out().map((f) => [f.type, f.flags, f.stream, [...f.payload]])).toEqual([[T.RST_STREAM, 0, 3, [0, 0, 0, 11]]]);
+  });
+});
+
+describe("closing: the last stream going away ends the socket; nothing is left behind", () => {
+  test("a stream reset during a graceful close was the last one: the socket is ended at once", () => {
+    const { s, feed, out, t, streams } = serverUp();
+    feed(headersFrame(1));
+    s.close(5000);
+    expect(t.calls).toEqual([]);
+    streams[0]!.st.reset(E.CANCEL);
+    expect(out().map((f) => f.type)).toEqual([T.GOAWAY, T.RST_STREAM]);
+    expect(t.calls).toEqual(["end"]);
+  });
+
+  test("the grace timer is cleared once the transport has closed (fake clock)", () => {
+    jest.useFakeTimers();
+    const { s, t } = serverUp();
+    s.close(5000);
+    expect(jest.getTimerCount()).toBe(1);
+    t.destroyed = true;
+    t.ev.close(undefined);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  test("credit held by a paused stream that is then reset is never sent", () => {
+    const { feed, out, streams } = serverUp({ streamWindow: 1000 });
+    feed(headersFrame(1));
+    const st = streams[0]!.st;
+    st.pause();
+    feed(dataOn(1, 300));
+    st.reset(E.CANCEL);
+    st.resume();
+    feed(ping(PING_SENTINEL));
+    expect(untilSentinel(out()).filter((f) => f.type === T.WINDOW_UPDATE)).toEqual([]);
+  });
+});
+
+describe("survivors of the first measurement", () => {
+  test("errors are H2Errors by name (the name shows where an error is printed whole)", () => {
+    const { t, closes } = serverUp();
+    t.ev.close(new Error("EPIPE"));
+    expect(closes[0]!.name).toBe("H2Error");
+    expect(String(closes[0])).toBe("H2Error: EPIPE");
+  });
+
+  test("a fresh connection's first header block carries no table size update", () => {
+    const { s, out } = clientUp();
+    s.request([[":method", "POST"]]);
+    expect([...out().find((f) => f.type === T.HEADERS)!.payload]).toEqual([0x02, 0x04, ...Buffer.from("POST")]);
+  });
+
+  test("maxHeaderListSize bounds the decoded header list: GOAWAY COMPRESSION_ERROR naming the limit", () => {
+    const ok = serverUp({ maxHeaderListSize: 1000 });
+    ok.feed(headersFrame(1), ping(PING_SENTINEL));
+    expect(untilSentinel(ok.out()).filter((f) => f.type === T.GOAWAY)).toEqual([]);
+    expect(ok.streams).toHaveLength(1);
+
+    const big = serverUp({ maxHeaderListSize: 1000 });
+    big.feed(headersFrame(1, [...GRPC_REQUEST, ["x-big", "v".repeat(1000)]]));
+    const g = goawayOf(big.out().find((f) => f.type === T.GOAWAY)!);
+    expect(g).toEqual({ last: 0, code: E.COMPRESSION_ERROR, debug: "header block: header list larger than 1000 bytes" });
+  });
+
+  test("during a graceful close, a stream held back by a full socket still sends its DATA after the drain", () => {
+    const { s, t, out } = clientUp();
+    const st = s.request(GRPC_REQUEST);
+    out();
+    t.room = 0;
+    st.write(Buffer.from("first"));
+    s.flush();
+    st.write(Buffer.from("second")); // the socket is full: this one waits in the stream's queue
+    s.close(5000);
+    t.room = Infinity;
+    t.ev.drain();
+    const fs = out();
+    expect(fs.map((f) => [f.type, f.payload.length])).toEqual([
+      [T.DATA, 5],
+      [T.GOAWAY, 8],
+      [T.DATA, 6],
+    ]);
+    expect(t.calls).toEqual([]);
   });
 });
