@@ -14,6 +14,7 @@ import {
   CLIENT_PREFACE,
   E,
   F,
+  FakeSocket,
   GRPC_REQUEST,
   S,
   SETTINGS_ACK,
@@ -1052,4 +1053,51 @@ describe("survivors of the first measurement", () => {
     ]);
     expect(t.calls).toEqual([]);
   });
+});
+
+describe("a full socket and several streams", () => {
+  test("end() while the socket is full: END_STREAM waits behind the stream's queued DATA", () => {
+    const { s, t, out } = clientUp();
+    const st = s.request(GRPC_REQUEST);
+    out();
+    t.room = 0;
+    st.write(Buffer.from("first"));
+    s.flush();
+    st.write(Buffer.from("second"));
+    st.end();
+    t.room = Infinity;
+    t.ev.drain();
+    expect(out().map((f) => [f.type, f.flags, f.payload.toString()])).toEqual([
+      [T.DATA, 0, "first"],
+      [T.DATA, F.END_STREAM, "second"],
+    ]);
+  });
+
+  test("the drain moves every waiting stream's DATA, not only the first one's", () => {
+    const { s, t, out } = clientUp();
+    const a = s.request(GRPC_REQUEST);
+    const b = s.request(GRPC_REQUEST);
+    out();
+    t.room = 0;
+    a.write(Buffer.from("a1"));
+    s.flush();
+    a.write(Buffer.from("a2"));
+    b.write(Buffer.from("b1"));
+    t.room = Infinity;
+    t.ev.drain();
+    expect(out().map((f) => [f.stream, f.payload.toString()])).toEqual([
+      [1, "a1"],
+      [1, "a2"],
+      [3, "b1"],
+    ]);
+  });
+});
+
+test("a node Duplex (not an H2Transport) is wrapped: the SETTINGS reach the socket", async () => {
+  const sock = new FakeSocket();
+  const s = new H2Session(sock, { role: "server" });
+  s.flush();
+  await Promise.resolve();
+  expect(sock.frames().map((f) => f.type)).toEqual([T.SETTINGS, T.WINDOW_UPDATE]);
+  s.destroy();
 });
