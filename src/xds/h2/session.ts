@@ -391,6 +391,7 @@ export class H2Session implements StreamHost {
 
   private onSocketDrain(): void {
     this.writer.drained();
+    if (this.closing && this.endWhenFlushed) this.checkClosing(); // the writer calls onWriterRoom only when a stream waited
   }
 
   /** The writer has room again: end a closing connection, or move the streams' queued DATA in. */
