@@ -5,7 +5,7 @@
 // the session does with a chunk happens inside `feed()`: what it did not write by the time
 // `feed()` returned and the writer was flushed, it never writes for that chunk.
 
-import { describe, expect, test } from "bun:test";
+import { describe, expect, spyOn, test } from "bun:test";
 import { H2Error, H2Session, type H2SessionOptions, type H2Stream } from "../../src/xds/h2/session.ts";
 import type { H2Transport, H2TransportEvents } from "../../src/xds/h2/transport.ts";
 import type { HeaderList } from "../../src/xds/h2/hpack.ts";
@@ -100,7 +100,7 @@ function record(st: H2Stream, headers: HeaderList = []): Rec {
 }
 
 /** A session on a MemTransport, with what it wrote read back frame by frame. */
-function rig(role: "server" | "client", opts: Partial<H2SessionOptions> = {}, onStream?: (r: Rec) => void) {
+function rig(role: "server" | "client", opts: Partial<H2SessionOptions> = {}, onStream?: (r: Rec) => void, greet = true) {
   const t = new MemTransport();
   const recs: Rec[] = [];
   const closes: (H2Error | undefined)[] = [];
@@ -129,6 +129,7 @@ function rig(role: "server" | "client", opts: Partial<H2SessionOptions> = {}, on
     read = fs.length;
     return fresh;
   };
+  if (!greet) return { t, s, recs, closes, goaways, out, all };
   if (role === "server") t.feed(CLIENT_PREFACE, settings());
   else t.feed(settings());
   out(); // our SETTINGS, the connection WINDOW_UPDATE and the ACK of the peer's SETTINGS
@@ -594,14 +595,33 @@ describe("PING", () => {
     expect(closes[0]!.message).toBe("client pings more often than every 1000000000000 ms (too_many_pings)");
   });
 
-  test("a strike is a PING closer to the previous one than minIntervalMs (the interval is measured from it)", () => {
-    // The two PINGs arrive microseconds apart, long after the clock's origin: an interval of one
-    // and a half times the clock's reading is longer than their distance but shorter than their sum.
-    const { t, out } = server({ pingPolicy: { minIntervalMs: 1.5 * performance.now(), maxStrikes: 0 } });
-    t.feed(ping(Buffer.from("first...")), ping(Buffer.from("second..")));
+  test("a strike is a PING less than minIntervalMs after the previous one (on a stubbed clock)", () => {
+    let now = 1000;
+    const clock = spyOn(performance, "now").mockImplementation(() => now);
+    try {
+      const { t, out } = server({ pingPolicy: { minIntervalMs: 100, maxStrikes: 0 } });
+      t.feed(ping(Buffer.from("t=1000..")));
+      now = 1100; // exactly the interval: not a strike
+      t.feed(ping(Buffer.from("t=1100..")));
+      let fs = out();
+      expect(pingAcks(fs)).toEqual(["t=1000..", "t=1100.."]);
+      expect(goawayOf(fs)).toBeUndefined();
+      now = 1199; // 99 ms after the previous one
+      t.feed(ping(Buffer.from("t=1199..")));
+      fs = out();
+      expect(pingAcks(fs)).toEqual([]);
+      expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  test("minIntervalMs 0: no PING is ever a strike", () => {
+    const { t, out } = server({ pingPolicy: { minIntervalMs: 0, maxStrikes: 0 } });
+    t.feed(ping(Buffer.from("one.....")), ping(Buffer.from("two.....")), ping(Buffer.from("three...")));
     const fs = out();
-    expect(pingAcks(fs)).toEqual(["first..."]);
-    expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
+    expect(pingAcks(fs)).toEqual(["one.....", "two.....", "three..."]);
+    expect(goawayOf(fs)).toBeUndefined();
   });
 
   test("maxStrikes 2: two strikes are tolerated, the third ends the connection", () => {
@@ -854,5 +874,120 @@ describe("SETTINGS", () => {
     t.feed(settings([S.HEADER_TABLE_SIZE, 0]), headersFrame(5));
     recs[2]!.st.respond([[":status", "200"]]);
     expect(firstByte()).not.toBe(0x20);
+  });
+});
+
+describe("chunk boundaries", () => {
+  const block = literalBlock([...GRPC_REQUEST, ["x-chunk", "c".repeat(300)]]);
+  const wire = Buffer.concat([
+    CLIENT_PREFACE,
+    settings([S.INITIAL_WINDOW_SIZE, 1 << 20]),
+    rawFrame(T.HEADERS, F.PADDED | F.PRIORITY, 1, Buffer.concat([Buffer.from([3]), Buffer.from([0, 0, 0, 0, 9]), block.subarray(0, 100), Buffer.alloc(3)])),
+    rawFrame(T.CONTINUATION, F.END_HEADERS, 1, block.subarray(100)),
+    rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([4]), Buffer.from("first "), Buffer.alloc(4)])),
+    rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([3]), Buffer.alloc(3)])),
+    ping(Buffer.from("pingpong")),
+    rawFrame(T.DATA, 0, 1, Buffer.from("second ")),
+    rawFrame(T.DATA, F.PADDED | F.END_STREAM, 1, Buffer.concat([Buffer.from([2]), Buffer.from("third"), Buffer.alloc(2)])),
+    SENTINEL,
+  ]);
+  function check(chunks: Buffer[], what: string): void {
+    const { t, s, recs, all } = rig("server", {}, undefined, false);
+    for (const c of chunks) t.feed(c);
+    const fs = all();
+    const got = {
+      closed: s.closed,
+      streams: recs.map((r) => r.st.id),
+      headers: recs[0]?.headers.length,
+      events: recs[0]?.events.filter((e) => e === "end").length,
+      data: recs[0]?.bytes,
+      pings: pingAcks(fs),
+      settingsAcks: settingsAcks(fs),
+      goaway: goawayOf(fs),
+    };
+    expect({ what, ...got }).toEqual({
+      what,
+      closed: false,
+      streams: [1],
+      headers: 7,
+      events: 1,
+      data: 18,
+      pings: ["pingpong", "sentinel"],
+      settingsAcks: 1,
+      goaway: undefined,
+    });
+  }
+
+  test("the wire split in two at every offset parses the same", () => {
+    for (let k = 1; k < wire.length; k++) check([wire.subarray(0, k), wire.subarray(k)], `split at ${k}`);
+  });
+
+  test("the wire one byte at a time parses the same", () => {
+    check(
+      Array.from({ length: wire.length }, (_, i) => wire.subarray(i, i + 1)),
+      "byte by byte",
+    );
+  });
+
+  test("a bad preface octet in a later chunk: GOAWAY PROTOCOL_ERROR naming the preface", () => {
+    const bad = Buffer.from(CLIENT_PREFACE);
+    bad[20] = 0x41;
+    const { t, out, closes } = rig("server", {}, undefined, false);
+    t.feed(bad.subarray(0, 10));
+    expect(goawayOf(out())).toBeUndefined();
+    t.feed(bad.subarray(10));
+    expect(goawayOf(out())).toEqual({ last: 0, code: PROTOCOL_ERROR, debug: "not an HTTP/2 connection preface (h2c with prior knowledge expected)" });
+    expect(closes[0]!.code).toBe(PROTOCOL_ERROR);
+  });
+});
+
+describe("more edges", () => {
+  test("a frame one byte over our SETTINGS_MAX_FRAME_SIZE: GOAWAY FRAME_SIZE_ERROR naming both sizes", () => {
+    const { t, out } = server();
+    t.feed(headersFrame(1), data(1, Buffer.alloc(16_385)));
+    expect(goawayOf(out())).toEqual({ last: 1, code: FRAME_SIZE_ERROR, debug: "frame of 16385 bytes exceeds SETTINGS_MAX_FRAME_SIZE 16384" });
+  });
+
+  test("CONTINUATION on another stream inside a header block: GOAWAY PROTOCOL_ERROR", () => {
+    const { t, out, recs } = server();
+    const block = literalBlock(GRPC_REQUEST);
+    t.feed(rawFrame(T.HEADERS, 0, 1, block.subarray(0, 5)), rawFrame(T.CONTINUATION, F.END_HEADERS, 3, block.subarray(5)));
+    expect(goawayOf(out())).toEqual({ last: 0, code: PROTOCOL_ERROR, debug: "header block interrupted by another frame" });
+    expect(recs).toEqual([]);
+  });
+
+  test("padding is credited back at once: the pad length octet and the padding both count", () => {
+    const { t, recs, out } = server({ streamWindow: 1024 });
+    // 1 + 255 octets of padding, no data: 256 = a quarter of the stream window
+    t.feed(headersFrame(1), rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([255]), Buffer.alloc(255)])));
+    expect(windowUpdates(out())).toEqual([[1, 256]]);
+    expect(recs[0]!.bytes).toBe(0);
+  });
+
+  test("padded DATA: pad length 0 with data, all padding, and padding after data, each followed by a frame", () => {
+    const { t, recs, out } = server();
+    t.feed(
+      headersFrame(1),
+      rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([0]), Buffer.from("abc")])),
+      SENTINEL,
+      rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([5]), Buffer.alloc(5)])),
+      SENTINEL,
+      rawFrame(T.DATA, F.PADDED, 1, Buffer.concat([Buffer.from([7]), Buffer.from("hello"), Buffer.alloc(7)])),
+      SENTINEL,
+    );
+    expect(recs[0]!.events).toEqual(["data:3", "data:5"]);
+    const fs = out();
+    expect(pingAcks(fs)).toEqual(["sentinel", "sentinel", "sentinel"]);
+    expect(goawayOf(fs)).toBeUndefined();
+  });
+
+  test("MAX_CONCURRENT_STREAMS 2: the third stream is refused; once one closes, the next is accepted", () => {
+    const { t, recs, out } = server({ maxConcurrentStreams: 2 });
+    t.feed(headersFrame(1), headersFrame(3), headersFrame(5));
+    expect(recs.map((r) => r.st.id)).toEqual([1, 3]);
+    expect(rstsOf(out())).toEqual([[5, REFUSED_STREAM]]);
+    t.feed(rst(1, CANCEL), headersFrame(7));
+    expect(recs.map((r) => r.st.id)).toEqual([1, 3, 7]);
+    expect(rstsOf(out())).toEqual([]);
   });
 });
