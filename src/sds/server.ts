@@ -208,8 +208,7 @@ export class SdsServer {
       },
       onEnd: () => {
         if (refused) return;
-        if (request === undefined)
-          return call.finish({ code: Code.UNIMPLEMENTED, message: `Received no request message for server streaming method ${path}` });
+        if (request === undefined) return call.finish({ code: Code.UNIMPLEMENTED, message: `Received no request message for server streaming method ${path}` });
         const req = request;
         this.withCodec(
           (codec) => void this.fetchSecrets(codec, call, req, gone.signal),
