@@ -13,7 +13,7 @@ export interface RequestSink {
   onMessage(bytes: Buffer): void;
   /** The client half-closed its side. */
   onEnd(): void;
-  /** The call is over before the client ended it: reset, connection lost, or refused here (`call` finished). */
+  /** The call is over: reset (also after the client's end), connection lost, or refused here (`call` finished). Once. */
   onGone(): void;
   /** A write that returned false may continue. */
   onDrain?(): void;
@@ -22,11 +22,18 @@ export interface RequestSink {
 /** Installs the stream's handlers: messages, end, reset and drain go to `sink`. */
 export function readRequests(stream: H2Stream, call: GrpcServerCall, maxMessageBytes: number, sink: RequestSink): void {
   let msg: MessageBuffer | undefined;
+  /** No more messages are read: the client ended its side, or the call was refused or reset. */
   let over = false;
-  const refuse = (code: number, message: string) => {
+  let gone = false;
+  const goneOnce = () => {
     over = true;
-    call.finish({ code, message });
+    if (gone) return;
+    gone = true;
     sink.onGone();
+  };
+  const refuse = (code: number, message: string) => {
+    call.finish({ code, message });
+    goneOnce();
   };
   const deframer = new GrpcDeframer({
     onHeader: (compressed, length) => {
@@ -58,11 +65,8 @@ export function readRequests(stream: H2Stream, call: GrpcServerCall, maxMessageB
       if (!deframer.idle) return refuse(Code.INTERNAL, "the client ended the stream inside a message");
       sink.onEnd();
     },
-    onReset: () => {
-      if (over) return;
-      over = true;
-      sink.onGone();
-    },
+    // After the client's end too: a unary call's client cancels once its request is sent.
+    onReset: goneOnce,
     onDrain: () => sink.onDrain?.(),
   };
 }
