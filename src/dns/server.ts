@@ -37,10 +37,6 @@ interface TcpState {
 
 const MAX_BIND_ATTEMPTS = 5;
 
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 export async function listen(addrs: readonly HostPort[], handle: PacketHandler, log: Logger, opts: ListenOptions = {}): Promise<DnsListeners> {
   const closers: (() => void)[] = [];
   const addresses: BoundAddress[] = [];
@@ -101,7 +97,7 @@ function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {
     try {
       sock.send(bytes, port, address);
     } catch (e) {
-      log.debug("dns udp reply not sent", { client: joinHostPort(address, port), error: errorText(e) });
+      log.debug("dns udp reply not sent", { client: joinHostPort(address, port), error: errorMessage(e) });
     }
   };
   return Bun.udpSocket({
@@ -113,7 +109,7 @@ function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {
         try {
           r = handle(data, "udp");
         } catch (e) {
-          log.error("dns query handling failed", { error: errorText(e) });
+          log.error("dns query handling failed", { error: errorMessage(e) });
           return;
         }
         if (r === undefined) return;
@@ -125,11 +121,11 @@ function bindUdp(a: HostPort, handle: PacketHandler, log: Logger) {
           (answer) => {
             if (answer && !sock.closed) reply(sock, answer, port, address);
           },
-          (e: unknown) => log.error("dns query handling failed", { error: errorText(e) }),
+          (e: unknown) => log.error("dns query handling failed", { error: errorMessage(e) }),
         );
       },
       error(_s, e) {
-        log.debug("dns udp socket error", { error: errorText(e) });
+        log.debug("dns udp socket error", { error: errorMessage(e) });
       },
     },
   });
@@ -172,13 +168,13 @@ function bindTcp(a: HostPort, handle: PacketHandler, log: Logger, idleMs: number
           try {
             r = handle(msg, "tcp");
           } catch (e) {
-            log.error("dns query handling failed", { error: errorText(e) });
+            log.error("dns query handling failed", { error: errorMessage(e) });
             continue;
           }
           if (r instanceof Promise)
             r.then(
               (reply) => send(s, reply),
-              (e: unknown) => log.error("dns query handling failed", { error: errorText(e) }),
+              (e: unknown) => log.error("dns query handling failed", { error: errorMessage(e) }),
             );
           else send(s, r);
         }
@@ -189,7 +185,7 @@ function bindTcp(a: HostPort, handle: PacketHandler, log: Logger, idleMs: number
         clearTimeout(s.data.timer);
       },
       error(s, e) {
-        log.debug("dns tcp connection error", { error: errorText(e) });
+        log.debug("dns tcp connection error", { error: errorMessage(e) });
         s.data.closed = true;
       },
     },

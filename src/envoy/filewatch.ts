@@ -5,7 +5,7 @@
 // consecutive polls (a writer in the middle of a write does not trigger a restart).
 
 import { createHash } from "node:crypto";
-import { systemClock } from "../lib/clock.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
 import { FILE_LIMITS, readBoundedFile } from "../lib/boundedfile.ts";
 
 export type ReadFileFn = (path: string) => Promise<Uint8Array | undefined>;
@@ -25,6 +25,8 @@ function digest(b: Uint8Array | undefined): string {
 export interface FileChangeWatcherOptions {
   files: readonly string[];
   intervalMs: number;
+  /** The poll interval sleeps on it (tests pass a manual clock). */
+  clock?: Clock;
   onChange: (changed: string[]) => void;
   read?: ReadFileFn;
 }
@@ -68,6 +70,6 @@ export class FileChangeWatcher {
   }
 
   private async loop(signal: AbortSignal): Promise<void> {
-    while (await systemClock.sleep(this.opts.intervalMs, signal)) await this.poll();
+    while (await (this.opts.clock ?? systemClock).sleep(this.opts.intervalMs, signal)) await this.poll();
   }
 }

@@ -13,7 +13,7 @@
 // waitpid comes from libc through bun:ffi, which works inside the compiled binary.
 
 import { readdirSync, readFileSync } from "node:fs";
-import { systemClock } from "../lib/clock.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 
 export interface ProcEntry {
@@ -92,6 +92,8 @@ export interface ChildReaperOptions {
   /** Children this process spawned through Bun and must never reap (Envoy epochs). */
   isOwnChild: (pid: number) => boolean;
   intervalMs?: number;
+  /** The scan interval sleeps on it (tests pass a manual clock). */
+  clock?: Clock;
   list?: () => ProcEntry[];
   waitpid?: WaitPid;
 }
@@ -119,7 +121,7 @@ export class ChildReaper {
     }
     this.opts.log.info(`reaping orphaned child processes every ${this.opts.intervalMs ?? 1000}ms (agent is PID ${this.opts.selfPid})`);
     void (async () => {
-      while (await systemClock.sleep(this.opts.intervalMs ?? 1000, signal)) this.scan();
+      while (await (this.opts.clock ?? systemClock).sleep(this.opts.intervalMs ?? 1000, signal)) this.scan();
     })();
   }
 

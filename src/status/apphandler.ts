@@ -35,7 +35,8 @@ export interface AppProbeHandlerOptions {
   statusPort: () => number;
   /** ENABLE_PROBE_KEEPALIVE_CONNECTIONS. */
   keepAlive?: boolean;
-  log: Logger;
+  /** The "probes" scope; on the status thread, lines sent to the main thread's logger. */
+  log: Pick<Logger, "info" | "error">;
 }
 
 export class AppProbeHandler {

@@ -22,24 +22,24 @@ export interface UpdateStats {
 const SERVER_STATES = ["LIVE", "DRAINING", "PRE_INITIALIZING", "INITIALIZING"];
 
 /** Value of the first line starting with `name` in Envoy's `/stats` text output (0 when absent). */
-function statValue(text: string, name: string): { value: number; found: boolean } {
+function statValue(text: string, name: string): number {
   for (const line of text.split("\n")) {
     if (!line.startsWith(name)) continue;
     const parts = line.split(":");
     if (parts.length !== 2) throw new Error(`envoy stat ${name} missing separator. line:${line}`);
     const raw = parts[1]!.trim();
     if (!/^\d+$/.test(raw)) throw new Error(`failed parsing Envoy stat ${name} (invalid value "${raw}") line: ${line}`);
-    return { value: Number(raw), found: true };
+    return Number(raw);
   }
-  return { value: 0, found: false };
+  return 0;
 }
 
 export function parseUpdateStats(text: string): UpdateStats {
   return {
-    cdsSuccess: statValue(text, "cluster_manager.cds.update_success").value,
-    cdsRejected: statValue(text, "cluster_manager.cds.update_rejected").value,
-    ldsSuccess: statValue(text, "listener_manager.lds.update_success").value,
-    ldsRejected: statValue(text, "listener_manager.lds.update_rejected").value,
+    cdsSuccess: statValue(text, "cluster_manager.cds.update_success"),
+    cdsRejected: statValue(text, "cluster_manager.cds.update_rejected"),
+    ldsSuccess: statValue(text, "listener_manager.lds.update_success"),
+    ldsRejected: statValue(text, "listener_manager.lds.update_rejected"),
   };
 }
 
@@ -68,8 +68,8 @@ export function serverStateError(text: string): string | undefined {
   let state: number;
   let workers: number;
   try {
-    state = statValue(text, "server.state").value;
-    workers = statValue(text, "listener_manager.workers_started").value;
+    state = statValue(text, "server.state");
+    workers = statValue(text, "listener_manager.workers_started");
   } catch (e) {
     return `failed to get readiness stats: ${errorMessage(e)}`;
   }

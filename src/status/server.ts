@@ -43,9 +43,21 @@ export interface StatusListener {
 
 export type ReadinessChange = { kind: "conditions" } | { kind: "envoy restarted" } | { kind: "shutdown"; reason?: string };
 
-/** What a listener on another thread needs to answer `/healthz/ready` as this server would. */
+/** What the app probes need on another thread: the raw ISTIO_KUBE_APP_PROBERS and where probes go. */
+export interface AppProbeThreadConfig {
+  probers: string;
+  destination: string;
+  sourceAddress?: string;
+  keepAlive?: boolean;
+}
+
+/** What a listener on another thread needs to answer `/healthz/ready` and the app probes as this server would. */
 export interface ReadinessFeed {
   envoy?: { adminHost: string; adminPort: number };
+  /** Present when the pod has app probes (kubelet's, rewritten to the status port). */
+  apps?: AppProbeThreadConfig;
+  /** Where the app probes' log lines go (the "probes" scope, as on this thread). */
+  probeLog?(level: "info" | "error", message: string): void;
   grpcBootstrap?: { path: string; root?: string };
   processStartMs: number;
   /** The agent's pending conditions now (plain data). */
@@ -144,6 +156,9 @@ export class StatusServer implements Component {
   private readonly envoyReady?: EnvoyReadinessProbe;
   private readonly readyCheck: ReadyCheck;
   private readonly apps: AppProbeHandler;
+  /** Valid app probes configured: a listener on another thread answers them itself when any. */
+  private readonly probeCount: number;
+  private readonly probeLogger: Logger;
   private readonly merger: MetricsMerger;
   private readonly health?: WorkloadHealthChecker;
   private readonly startup;
@@ -172,13 +187,15 @@ export class StatusServer implements Component {
     const scrape = parseScrapeConfig(opts.prometheusAnnotations, opts.port);
     const fatal = [...(probers.configError ? [probers.configError] : []), ...probers.rejected, ...(scrape?.problems ?? [])];
     if (fatal.length > 0) throw new StatusError(fatal.join("; "));
+    this.probeCount = probers.probes.size;
+    this.probeLogger = opts.log.child("probes");
     this.apps = new AppProbeHandler({
       probers,
       destination: opts.probeDestination,
       sourceAddress: opts.probeSourceAddress,
       statusPort: () => this.port(),
       keepAlive: opts.probeKeepAlive,
-      log: opts.log.child("probes"),
+      log: this.probeLogger,
     });
     this.merger = new MetricsMerger({
       registry: opts.registry,
@@ -291,6 +308,17 @@ export class StatusServer implements Component {
     return {
       ...(o.envoy ? { envoy: { adminHost: o.envoy.adminHost, adminPort: o.envoy.adminPort } } : {}),
       ...(o.grpcBootstrapPath ? { grpcBootstrap: { path: o.grpcBootstrapPath, ...(o.root ? { root: o.root } : {}) } } : {}),
+      ...(this.probeCount > 0
+        ? {
+            apps: {
+              probers: o.appProbers ?? "",
+              destination: o.probeDestination,
+              ...(o.probeSourceAddress ? { sourceAddress: o.probeSourceAddress } : {}),
+              ...(o.probeKeepAlive ? { keepAlive: true } : {}),
+            },
+          }
+        : {}),
+      probeLog: (level, message) => (level === "error" ? this.probeLogger.error(message) : this.probeLogger.info(message)),
       processStartMs: o.processStartMs ?? performance.timeOrigin,
       conditions: () => ({ blockers: readiness?.blockers() ?? [], warnings: readiness?.warnings() ?? [] }),
       log: (level, message) => (level === "warn" ? this.log.warn(message) : this.log.info(message)),

@@ -9,7 +9,7 @@
 
 import { errorMessage } from "../lib/errors.ts";
 import type { BlockerState } from "../lib/readiness.ts";
-import type { ReadinessChange, ReadinessFeed, StatusListener, StatusListen } from "./server.ts";
+import { inlineListen, type AppProbeThreadConfig, type ReadinessChange, type ReadinessFeed, type StatusListener, type StatusListen } from "./server.ts";
 
 export interface ThreadReadinessConfig {
   envoy?: ReadinessFeed["envoy"];
@@ -20,7 +20,7 @@ export interface ThreadReadinessConfig {
 }
 
 export type ToStatusThread =
-  | { type: "listen"; port: number; hostname: string; idleTimeout: number; readiness: ThreadReadinessConfig }
+  | { type: "listen"; port: number; hostname: string; idleTimeout: number; readiness: ThreadReadinessConfig; apps?: AppProbeThreadConfig }
   | { type: "conditions"; blockers: BlockerState[]; warnings: BlockerState[] }
   | { type: "envoy restarted" }
   | { type: "shutdown"; reason?: string }
@@ -33,12 +33,20 @@ export type FromStatusThread =
   | { type: "listening"; port: number; hostname: string }
   | { type: "listen-failed"; message: string }
   | { type: "request"; id: number; method: string; url: string; headers: [string, string][]; remote: string | undefined }
-  | { type: "log"; level: "info" | "warn" | "error"; message: string }
+  | { type: "log"; level: "info" | "warn" | "error"; message: string; scope?: "probes" }
   | { type: "first ready"; seconds: number }
   | { type: "stopped" };
 
 /** How long stop() waits for the thread to close its listener before ending it. */
 const STOP_GRACE_MS = 2000;
+/** Binds the main thread's fallback listener tries, RETRY_MS apart, after the thread has ended. */
+const FALLBACK_BINDS = 10;
+const FALLBACK_RETRY_MS = 100;
+
+export interface ThreadListenOptions {
+  /** Makes the thread (tests keep a handle on it to end it). */
+  newWorker?: (specifier: string) => Worker;
+}
 
 /**
  * Where the thread's code is: beside this file when run from source; in the compiled binary,
@@ -73,30 +81,77 @@ async function sendResponse(worker: Worker, id: number, res: Response): Promise<
   }
 }
 
-/** A StatusListen that binds the port on a thread of its own. `onError` hears the thread's errors. */
-export function threadListen(onError: (message: string) => void): StatusListen {
+/**
+ * Binds the port on the main thread once the status thread has ended by itself, so the kubelet's
+ * probes keep being answered (by the main thread's handler, readiness included) instead of finding
+ * the port closed. The thread's listener is gone with it; a bind may still lose a short race with
+ * the kernel's release, hence a few tries.
+ */
+async function fallBackToMainThread(
+  onError: (message: string) => void,
+  hostname: string,
+  port: number,
+  handle: Parameters<StatusListen>[2],
+  feed: ReadinessFeed,
+): Promise<StatusListener | undefined> {
+  let last: unknown;
+  for (let i = 0; i < FALLBACK_BINDS; i++) {
+    try {
+      return await inlineListen(onError)(hostname, port, handle, feed);
+    } catch (e) {
+      last = e;
+      await Bun.sleep(FALLBACK_RETRY_MS);
+    }
+  }
+  onError(`status port ${port}: cannot serve it from the main thread either: ${errorMessage(last)}`);
+  return undefined;
+}
+
+/**
+ * A StatusListen that binds the port on a thread of its own. `onError` hears the thread's errors.
+ * Should the thread end after it has bound the port (an uncaught error), the main thread serves
+ * the port from then on.
+ */
+export function threadListen(onError: (message: string) => void, opts: ThreadListenOptions = {}): StatusListen {
   return (hostname, port, handle, feed) =>
     new Promise<StatusListener>((resolve, reject) => {
       // smol: a small heap, which this thread needs (it holds a few strings and one listener).
-      const worker = new Worker(workerSpecifier(), { smol: true });
+      const worker = opts.newWorker ? opts.newWorker(workerSpecifier()) : new Worker(workerSpecifier(), { smol: true });
       let stopped: (() => void) | undefined;
+      let stopping = false;
+      let listening = false;
+      /** The main thread's listener once the thread has ended by itself. */
+      let fallback: Promise<StatusListener | undefined> | undefined;
       worker.onerror = (e) => {
         onError(`status thread: ${e.message}`);
         reject(new Error(`status thread failed to start: ${e.message}`));
       };
+      worker.addEventListener("close", () => {
+        stopped?.();
+        if (!listening || stopping) return;
+        onError(`status thread ended unexpectedly; the main thread serves port ${port} from now on`);
+        fallback = fallBackToMainThread(onError, hostname, port, handle, feed);
+      });
       worker.onmessage = (e: MessageEvent<FromStatusThread>) => {
         const m = e.data;
         switch (m.type) {
           case "listening":
+            listening = true;
+            // The fallback (if any) binds the port the thread had, even when 0 asked for any.
+            port = m.port;
             resolve({
               port: m.port,
               hostname: m.hostname,
               readinessChanged: (change: ReadinessChange) => {
+                // The main thread's fallback reads the agent's readiness itself.
+                if (fallback) return;
                 if (change.kind === "conditions") worker.postMessage({ type: "conditions", ...feed.conditions() } satisfies ToStatusThread);
                 else if (change.kind === "shutdown") worker.postMessage({ type: "shutdown", reason: change.reason } satisfies ToStatusThread);
                 else worker.postMessage({ type: "envoy restarted" } satisfies ToStatusThread);
               },
               stop: async () => {
+                stopping = true;
+                if (fallback) return (await fallback)?.stop();
                 const done = new Promise<void>((r) => (stopped = r));
                 worker.postMessage({ type: "stop" } satisfies ToStatusThread);
                 await Promise.race([done, Bun.sleep(STOP_GRACE_MS)]);
@@ -126,7 +181,8 @@ export function threadListen(onError: (message: string) => void): StatusListen {
             break;
           }
           case "log":
-            if (m.level === "error") onError(m.message);
+            if (m.scope === "probes" && feed.probeLog) feed.probeLog(m.level === "warn" ? "info" : m.level, m.message);
+            else if (m.level === "error") onError(m.message);
             else feed.log(m.level, m.message);
             break;
           case "first ready":
@@ -143,6 +199,6 @@ export function threadListen(onError: (message: string) => void): StatusListen {
         processStartMs: feed.processStartMs,
         ...feed.conditions(),
       };
-      worker.postMessage({ type: "listen", port, hostname, idleTimeout: 120, readiness } satisfies ToStatusThread);
+      worker.postMessage({ type: "listen", port, hostname, idleTimeout: 120, readiness, ...(feed.apps ? { apps: feed.apps } : {}) } satisfies ToStatusThread);
     });
 }

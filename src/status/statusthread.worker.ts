@@ -3,9 +3,11 @@
 // streams, 10,000 pushes); a kubelet's probe queued behind it would wait as long. Here it does
 // not: this thread accepts connections and answers `/healthz/ready` itself, with the checks the
 // status server uses (Envoy's admin stats, the gRPC bootstrap file) over the agent's readiness
-// conditions as the main thread last sent them. Every other request goes to the main thread's
-// StatusServer.handle with the client's address, and its answer comes back here.
-// Small on purpose: it loads only the readiness modules, so the thread costs little memory.
+// conditions as the main thread last sent them, and the kubelet's app probes (/app-health/,
+// /app-lifecycle/) when the pod has any, sending them on to the application from here. Every
+// other request goes to the main thread's StatusServer.handle with the client's address, and its
+// answer comes back here. Small on purpose: it loads only the readiness modules, and the probers
+// only when there are app probes, so the thread costs little memory.
 
 import { errorMessage } from "../lib/errors.ts";
 import { explainCondition, type BlockerState } from "../lib/readiness.ts";
@@ -14,6 +16,8 @@ import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
 import { ReadyAnswer } from "./readyanswer.ts";
 import { ReadyCheck } from "./readycheck.ts";
 import type { FromStatusThread, ThreadReadinessConfig, ToStatusThread } from "./statusthread.ts";
+import type { AppProbeThreadConfig } from "./server.ts";
+import type { AppProbeHandler } from "./apphandler.ts";
 
 interface Waiting {
   resolve(r: Response): void;
@@ -56,8 +60,29 @@ function threadReadiness(cfg: ThreadReadinessConfig, port: Port, now: () => numb
   };
 }
 
+/** The app probes' handler on this thread; its log lines go to the main thread's "probes" scope. */
+async function threadAppProbes(cfg: AppProbeThreadConfig, port: Port, statusPort: () => number): Promise<AppProbeHandler> {
+  const [{ AppProbeHandler }, { parseAppProbers }] = await Promise.all([import("./apphandler.ts"), import("./appprobers.ts")]);
+  return new AppProbeHandler({
+    probers: parseAppProbers(cfg.probers),
+    destination: cfg.destination,
+    sourceAddress: cfg.sourceAddress,
+    keepAlive: cfg.keepAlive,
+    statusPort,
+    log: {
+      info: (message) => port.postMessage({ type: "log", level: "info", message, scope: "probes" }),
+      error: (message) => port.postMessage({ type: "log", level: "error", message, scope: "probes" }),
+    },
+  });
+}
+
+function isAppProbePath(path: string): boolean {
+  return path.startsWith("/app-health/") || path.startsWith("/app-lifecycle/");
+}
+
 export function runStatusThread(port: Port, now: () => number): void {
   let server: ReturnType<typeof Bun.serve> | undefined;
+  let apps: Promise<AppProbeHandler> | undefined;
   let readiness: ReturnType<typeof threadReadiness> | undefined;
   const waiting = new Map<number, Waiting>();
   let nextId = 1;
@@ -71,7 +96,17 @@ export function runStatusThread(port: Port, now: () => number): void {
   };
 
   const handle = (req: Request, remote: string | undefined): Response | Promise<Response> => {
-    if (readiness && new URL(req.url).pathname === "/healthz/ready") {
+    const path = new URL(req.url).pathname;
+    if (apps && isAppProbePath(path)) {
+      return apps
+        .then((a) => a.handle(path, req))
+        .catch((err: unknown) => {
+          const message = errorMessage(err);
+          port.postMessage({ type: "log", level: "error", message: `${req.method} ${path}: ${message}` });
+          return new Response(message, { status: 500, headers: { "content-type": "text/plain; charset=utf-8" } });
+        });
+    }
+    if (readiness && path === "/healthz/ready") {
       return readiness.answer().catch((err: unknown) => {
         const message = errorMessage(err);
         port.postMessage({ type: "log", level: "error", message: `GET /healthz/ready: ${message}` });
@@ -86,6 +121,7 @@ export function runStatusThread(port: Port, now: () => number): void {
     switch (m.type) {
       case "listen":
         readiness = threadReadiness(m.readiness, port, now);
+        if (m.apps) apps = threadAppProbes(m.apps, port, () => server?.port ?? m.port);
         try {
           server = Bun.serve({
             port: m.port,
@@ -152,6 +188,7 @@ export function runStatusThread(port: Port, now: () => number): void {
       case "stop":
         void (async () => {
           await server?.stop(true);
+          (await apps?.catch(() => undefined))?.close();
           port.postMessage({ type: "stopped" });
         })();
         break;

@@ -2,6 +2,7 @@ import { expect, test } from "bun:test";
 import { silentLogger } from "../../src/lib/log.ts";
 import { ChildReaper, parseProcStat, type ProcEntry } from "../../src/envoy/reaper.ts";
 import { testRequiring } from "../support/requires.ts";
+import { ManualClock } from "../../src/lib/clock.ts";
 
 test("parseProcStat handles command names with spaces and parentheses", () => {
   const line = "4242 (we(ird) name) Z 1 4242 4242 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 18446744073709551615";
@@ -42,6 +43,40 @@ test("only zombies of ours, not our own children, seen twice are reaped", () => 
   procs = [{ pid: 20, ppid: 1, state: "Z", startTime: "1" }];
   expect(reaper.scan()).toEqual([]);
   expect(reaper.reaped).toBe(1);
+});
+
+test("the background scan runs on the injected clock, every intervalMs, until the signal aborts", async () => {
+  const clock = new ManualClock(0);
+  const procs: ProcEntry[] = [{ pid: 11, ppid: 1, state: "Z", startTime: "2" }];
+  const waited: number[] = [];
+  let scans = 0;
+  const reaper = new ChildReaper({
+    log: silentLogger(),
+    selfPid: 1,
+    clock,
+    intervalMs: 250,
+    isOwnChild: () => false,
+    list: () => (scans++, procs),
+    waitpid: (pid) => (waited.push(pid), pid),
+  });
+  const stop = new AbortController();
+  reaper.start(stop.signal);
+  await clock.whenPending(250);
+  expect(scans).toBe(0); // nothing before the first interval
+  clock.advance(249);
+  expect(scans).toBe(0);
+  clock.advance(1);
+  await clock.whenPending(250); // the loop went round: one scan, the next sleep set
+  expect(scans).toBe(1);
+  expect(waited).toEqual([]); // first sighting
+  clock.advance(250);
+  await clock.whenPending(250);
+  expect(scans).toBe(2);
+  expect(waited).toEqual([11]);
+  stop.abort();
+  expect(clock.pending()).toBe(0); // the pending sleep was cancelled: no more scans
+  clock.advance(10_000);
+  expect(scans).toBe(2);
 });
 
 async function runAsPid1(mode: "reap" | "noreap"): Promise<{ pid: number; zombies: number[]; ownChildExit: number; envoyRunning: boolean }> {

@@ -275,4 +275,60 @@ describe("status thread: everything else goes to the main thread", () => {
     await fetch(`http://127.0.0.1:${port}/healthz/ready`).catch((e: Error) => (refused = String((e as { code?: string }).code)));
     expect(refused).toBe("ECONNREFUSED");
   });
+
+  test("a thread that ends by itself hands the port to the main thread: probes keep their answers, readiness included", async () => {
+    const errors: string[] = [];
+    const workers: Worker[] = [];
+    const readiness = new Readiness();
+    const dns = readiness.block("dns table received");
+    const { url, s } = await started(
+      {
+        readiness,
+        listen: threadListen((m) => errors.push(m), {
+          newWorker: (spec) => {
+            const w = new Worker(spec, { smol: true });
+            workers.push(w);
+            return w;
+          },
+        }),
+      },
+      errors,
+    );
+    const port = s.port();
+    expect((await get(url("/healthz/ready"))).status).toBe(503);
+    expect(workers.length).toBe(1);
+    const closed = new Promise((r) => workers[0]!.addEventListener("close", r));
+    workers[0]!.terminate(); // as an uncaught error would end it
+    await closed;
+    // The main thread binds the same port: the answer comes back, from the main thread's handler.
+    let first: { status: number; body: string } | undefined;
+    for (let i = 0; i < 100 && !first; i++) first = await get(url("/healthz/ready")).catch(() => Bun.sleep(20).then(() => undefined));
+    expect(first?.status).toBe(503);
+    expect(first?.body).toMatch(/dns table received: pending for/);
+    expect(errors).toEqual([`status thread ended unexpectedly; the main thread serves port ${port} from now on`]);
+    // Readiness changes made after the hand-over are seen (the main thread reads them itself).
+    dns.clear();
+    await untilStatus(url("/healthz/ready"), 200);
+    expect((await get(url("/stats/prometheus"))).status).toBe(200);
+    // stop() closes the main thread's listener.
+    await cleanups.pop()!();
+    let refused = "";
+    await fetch(url("/healthz/ready")).catch((e: Error) => (refused = String((e as { code?: string }).code)));
+    expect(refused).toBe("ECONNREFUSED");
+  });
+
+  test("stop() ending the thread is not mistaken for a crash: no hand-over, no error", async () => {
+    const errors: string[] = [];
+    const { url } = await started({}, errors);
+    expect((await get(url("/healthz/ready"))).status).toBe(200);
+    await cleanups.pop()!();
+    // A later sentinel: a fresh listener on another port starts and answers, so the close event of
+    // the stopped thread has been delivered by then.
+    const { url: url2 } = await started({}, errors);
+    expect((await get(url2("/healthz/ready"))).status).toBe(200);
+    let refused = "";
+    await fetch(url("/healthz/ready")).catch((e: Error) => (refused = String((e as { code?: string }).code)));
+    expect(refused).toBe("ECONNREFUSED");
+    expect(errors).toEqual([]);
+  });
 });

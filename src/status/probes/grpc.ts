@@ -5,7 +5,7 @@
 //   HealthCheckRequest  { string service = 1; }
 //   HealthCheckResponse { ServingStatus status = 1; }  UNKNOWN=0 SERVING=1 NOT_SERVING=2 SERVICE_UNKNOWN=3
 
-import http2 from "node:http2";
+import type http2 from "node:http2";
 import net from "node:net";
 import { errorMessage } from "../../lib/errors.ts";
 import { joinHostPort } from "../loopback.ts";
@@ -70,8 +70,9 @@ export function decodeHealthStatus(msg: Uint8Array): number {
   return status;
 }
 
-/** undefined when the service is SERVING, else why not. */
-export function grpcProbe(req: GrpcProbeRequest): Promise<string | undefined> {
+/** undefined when the service is SERVING, else why not. node:http2 loads with the first gRPC probe. */
+export async function grpcProbe(req: GrpcProbeRequest): Promise<string | undefined> {
+  const http2 = await import("node:http2");
   const target = joinHostPort(req.host, req.port);
   return new Promise((resolve) => {
     let done = false;
