@@ -8,6 +8,8 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import * as grpc from "@grpc/grpc-js";
+import http2 from "node:http2";
+import net from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -184,6 +186,53 @@ describe("statuses a gRPC client sees", () => {
     const st = await b.status;
     expect(st.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(st.details).toContain("grpc-encoding gzip is not supported");
+  });
+});
+
+/** One call over node:http2 (an HTTP/2 client independent of ours): sends `body` as DATA, then ends; the grpc-status and grpc-message it gets. */
+async function rawCall(socket: string, method: string, body: Buffer): Promise<{ status: string | undefined; message: string | undefined }> {
+  const session = http2.connect("http://localhost", { createConnection: () => net.connect(socket) });
+  session.on("error", () => {});
+  try {
+    const req = session.request({ ":method": "POST", ":path": `/${SDS_SERVICE}/${method}`, "content-type": "application/grpc", te: "trailers" });
+    req.on("error", () => {});
+    req.on("data", () => {});
+    const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => {
+      req.on("trailers", (t) => resolve(t));
+      req.on("response", (h) => h["grpc-status"] !== undefined && resolve(h)); // trailers-only
+    });
+    req.end(body);
+    const t = await trailers;
+    return { status: t["grpc-status"] as string | undefined, message: t["grpc-message"] as string | undefined };
+  } finally {
+    session.destroy();
+  }
+}
+
+describe("malformed gRPC framing (a raw HTTP/2 client)", () => {
+  test("a message with the compressed flag and no grpc-encoding ends the call INTERNAL", async () => {
+    const s = await setup();
+    const msg = request(["ROOTCA"]);
+    const prefix = Buffer.from([1, 0, 0, 0, msg.length]);
+    expect(await rawCall(s.socket, "StreamSecrets", Buffer.concat([prefix, msg]))).toEqual({
+      status: "13",
+      message: "compressed flag set with identity or empty encoding",
+    });
+  });
+
+  test("a client that ends its side inside a message gets INTERNAL; one that ends between messages gets OK", async () => {
+    const s = await setup();
+    const msg = request(["ROOTCA"]);
+    const whole = Buffer.concat([Buffer.from([0, 0, 0, 0, msg.length]), msg]);
+    expect(await rawCall(s.socket, "StreamSecrets", whole.subarray(0, whole.length - 1))).toEqual({
+      status: "13",
+      message: "the client ended the stream inside a message",
+    });
+    expect(await rawCall(s.socket, "StreamSecrets", whole.subarray(0, 3))).toEqual({
+      status: "13",
+      message: "the client ended the stream inside a message",
+    });
+    expect((await rawCall(s.socket, "StreamSecrets", whole)).status).toBe("0");
   });
 });
 
