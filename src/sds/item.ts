@@ -27,9 +27,9 @@ export function contentVersion(...parts: (string | undefined)[]): string {
 
 export function toResource(item: SecretItem, crlFilename?: string): SecretResource {
   if (isRootResource(item.resourceName)) {
-    const r: SecretResource = { name: item.resourceName, kind: "root", trustedCa: item.rootCert ?? "" };
+    const r: SecretResource = { name: item.resourceName, kind: "root", trustedCa: item.rootCert ?? "", version: item.version };
     if (crlFilename) r.crlFilename = crlFilename;
     return r;
   }
-  return { name: item.resourceName, kind: "tls", certificateChain: item.certificateChain ?? "", privateKey: item.privateKey ?? "" };
+  return { name: item.resourceName, kind: "tls", certificateChain: item.certificateChain ?? "", privateKey: item.privateKey ?? "", version: item.version };
 }

@@ -12,9 +12,32 @@ import { checkedInput } from "../lib/protobuf-input.ts";
 
 export const SECRET_TYPE_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
-/** What one SDS resource carries, before encoding. */
-export type SecretResource =
-  { name: string; kind: "tls"; certificateChain: string; privateKey: string } | { name: string; kind: "root"; trustedCa: string; crlFilename?: string };
+// Wire tags (field number << 3 | 2, length-delimited) of what the response encoders write by hand:
+// google.protobuf.Any { type_url = 1; value = 2 }, DiscoveryResponse { version_info = 1;
+// resources = 2; type_url = 4; nonce = 5 }, DeltaDiscoveryResponse { system_version_info = 1;
+// resources = 2; type_url = 4; nonce = 5; removed_resources = 6 } and its Resource { version = 1;
+// resource = 2; name = 3 } (proto/discovery.proto).
+const ANY_TYPE_URL = (1 << 3) | 2;
+const ANY_VALUE = (2 << 3) | 2;
+const RES_VERSION_INFO = (1 << 3) | 2;
+const RES_RESOURCES = (2 << 3) | 2;
+const RES_TYPE_URL = (4 << 3) | 2;
+const RES_NONCE = (5 << 3) | 2;
+const DELTA_REMOVED = (6 << 3) | 2;
+const RESOURCE_VERSION = (1 << 3) | 2;
+const RESOURCE_RESOURCE = (2 << 3) | 2;
+const RESOURCE_NAME = (3 << 3) | 2;
+
+/**
+ * What one SDS resource carries, before encoding. `version` (the content hash of the secret it was
+ * made from; never sent) lets the codec encode a secret once and reuse the bytes for every stream.
+ */
+export type SecretResource = (
+  { name: string; kind: "tls"; certificateChain: string; privateKey: string } | { name: string; kind: "root"; trustedCa: string; crlFilename?: string }
+) & { version?: string };
+
+/** Encoded secrets a codec keeps for reuse (a handful are live at a time: default, ROOTCA, file certs). */
+const ENCODED_SECRETS_KEPT = 64;
 
 export interface DiscoveryRequest {
   versionInfo: string;
@@ -93,18 +116,36 @@ export function sdsCodec(): SdsCodec {
     if (vc.crl?.filename) r.crlFilename = vc.crl.filename;
     return r;
   };
-  // protobufjs' built-in google.protobuf.Any keeps the proto field name: `type_url`, not `typeUrl`
-  // (an unknown key is silently dropped, leaving Envoy an Any with no type).
-  const any = (s: SecretResource) => ({ type_url: SECRET_TYPE_URL, value: encodeSecret(s) });
+  // The Any bytes of each secret version, encoded once and reused for every stream that is sent it
+  // (a burst of 200 Envoy streams otherwise encodes the same certificate 200 times). Insertion
+  // order is age: the oldest goes when the map is full.
+  const encodedAnys = new Map<string, Uint8Array>();
+  const anyBytes = (s: SecretResource): Uint8Array => {
+    const key = s.version === undefined ? undefined : `${s.kind}\0${s.name}\0${s.version}\0${s.kind === "root" ? (s.crlFilename ?? "") : ""}`;
+    const kept = key === undefined ? undefined : encodedAnys.get(key);
+    if (kept) return kept;
+    const value = encodeSecret(s);
+    const b = protobuf.Writer.create().uint32(ANY_TYPE_URL).string(SECRET_TYPE_URL).uint32(ANY_VALUE).bytes(value).finish();
+    if (key !== undefined) {
+      if (encodedAnys.size >= ENCODED_SECRETS_KEPT) encodedAnys.delete(encodedAnys.keys().next().value!);
+      encodedAnys.set(key, b);
+    }
+    return b;
+  };
   const status = (o: Record<string, any>) => (o.errorDetail ? { code: o.errorDetail.code ?? 0, message: o.errorDetail.message ?? "" } : undefined);
 
   return {
     encodeSecret,
     decodeSecret,
-    encodeResponse: (r) =>
-      Buffer.from(
-        Res.encode(Res.fromObject({ versionInfo: r.versionInfo, nonce: r.nonce, typeUrl: SECRET_TYPE_URL, resources: r.resources.map(any) })).finish(),
-      ),
+    // DiscoveryResponse written field by field around the kept Any bytes (fields in number order).
+    encodeResponse(r) {
+      const w = protobuf.Writer.create();
+      if (r.versionInfo !== "") w.uint32(RES_VERSION_INFO).string(r.versionInfo);
+      for (const s of r.resources) w.uint32(RES_RESOURCES).bytes(anyBytes(s));
+      w.uint32(RES_TYPE_URL).string(SECRET_TYPE_URL);
+      if (r.nonce !== "") w.uint32(RES_NONCE).string(r.nonce);
+      return Buffer.from(w.finish());
+    },
     decodeResponse(b) {
       const o = plain(Res.decode(checkedInput(b)), Res);
       return {
@@ -122,18 +163,22 @@ export function sdsCodec(): SdsCodec {
       if (e) r.errorDetail = e;
       return r;
     },
-    encodeDeltaResponse: (r) =>
-      Buffer.from(
-        DRes.encode(
-          DRes.fromObject({
-            systemVersionInfo: r.systemVersionInfo,
-            nonce: r.nonce,
-            typeUrl: SECRET_TYPE_URL,
-            resources: r.resources.map((x) => ({ name: x.name, version: x.version, resource: any(x.secret) })),
-            removedResources: r.removed,
-          }),
-        ).finish(),
-      ),
+    // DeltaDiscoveryResponse, likewise; each Resource is { version = 1; resource = 2; name = 3 }.
+    encodeDeltaResponse(r) {
+      const w = protobuf.Writer.create();
+      if (r.systemVersionInfo !== "") w.uint32(RES_VERSION_INFO).string(r.systemVersionInfo);
+      for (const x of r.resources) {
+        w.uint32(RES_RESOURCES).fork();
+        if (x.version !== "") w.uint32(RESOURCE_VERSION).string(x.version);
+        w.uint32(RESOURCE_RESOURCE).bytes(anyBytes(x.secret));
+        if (x.name !== "") w.uint32(RESOURCE_NAME).string(x.name);
+        w.ldelim();
+      }
+      w.uint32(RES_TYPE_URL).string(SECRET_TYPE_URL);
+      if (r.nonce !== "") w.uint32(RES_NONCE).string(r.nonce);
+      for (const name of r.removed) w.uint32(DELTA_REMOVED).string(name);
+      return Buffer.from(w.finish());
+    },
     decodeDeltaResponse(b) {
       const o = plain(DRes.decode(checkedInput(b)), DRes);
       return {

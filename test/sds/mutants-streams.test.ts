@@ -431,8 +431,8 @@ describe("helpers", () => {
     const r = rig({ crl: "/crl.pem" });
     const out = await resourcesFor(r.ctx, ["ROOTCA", "default"]);
     expect(out).toEqual([
-      { name: "ROOTCA", kind: "root", trustedCa: "ROOT-1", crlFilename: "/crl.pem" },
-      { name: "default", kind: "tls", certificateChain: "CHAIN-1", privateKey: "KEY-1" },
+      { name: "ROOTCA", kind: "root", trustedCa: "ROOT-1", crlFilename: "/crl.pem", version: "v-root-1" },
+      { name: "default", kind: "tls", certificateChain: "CHAIN-1", privateKey: "KEY-1", version: "v-default-1" },
     ]);
   });
 
