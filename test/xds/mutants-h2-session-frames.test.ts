@@ -297,6 +297,17 @@ describe("DATA", () => {
     expect(goawayOf(fs)).toBeUndefined();
   });
 
+  test("HEADERS after the peer's END_STREAM: RST_STREAM STREAM_CLOSED, not delivered, the connection lives on (RFC 9113 §5.1)", () => {
+    const { t, recs, out } = server();
+    t.feed(headersFrame(1, GRPC_REQUEST, F.END_HEADERS | F.END_STREAM), headersFrame(1, [["grpc-status", "0"]], F.END_HEADERS | F.END_STREAM), SENTINEL);
+    expect(recs[0]!.events).toEqual(["end", "reset:5", "close"]);
+    expect(recs[0]!.reset).toEqual([STREAM_CLOSED, "HEADERS after the peer ended the stream"]);
+    const fs = out();
+    expect(rstsOf(fs)).toEqual([[1, STREAM_CLOSED]]);
+    expect(pingAcks(fs)).toEqual(["sentinel"]);
+    expect(goawayOf(fs)).toBeUndefined();
+  });
+
   test("DATA on a stream we reset: dropped without an error, its bytes still credited to the connection", () => {
     const { t, recs, out } = server({ connectionWindow: 65_535 });
     t.feed(headersFrame(1));
@@ -580,7 +591,7 @@ describe("PING", () => {
     expect(acks[19]).toBe("ping0019");
   });
 
-  test("maxStrikes 0: the first PING is never a strike, the second too soon is; GOAWAY names the last stream", () => {
+  test("maxStrikes 0: the first PING is never a strike, the second too soon is; GOAWAY names the last stream; the socket lingers", () => {
     const { t, out, closes, s } = server({ pingPolicy: { minIntervalMs: 1e12, maxStrikes: 0 } });
     t.feed(headersFrame(1), ping(Buffer.from("first...")));
     let fs = out();
@@ -590,6 +601,7 @@ describe("PING", () => {
     fs = out();
     expect(pingAcks(fs)).toEqual([]);
     expect(goawayOf(fs)).toEqual({ last: 1, code: ENHANCE_YOUR_CALM, debug: "too_many_pings" });
+    expect(t.shutdowns).toBe(1); // ended, still reading: the GOAWAY is not lost to a reset
     expect(s.closed).toBe(true);
     expect(closes[0]!.code).toBe(ENHANCE_YOUR_CALM);
     expect(closes[0]!.message).toBe("client pings more often than every 1000000000000 ms (too_many_pings)");
