@@ -121,6 +121,14 @@ export const AREAS: Record<string, Area> = {
     tests: ["test/sds/pure.test.ts", "test/sds/mutants.test.ts", "test/sds/mutants-issue.test.ts"],
     excludedMutations: ["StringLiteral"],
   },
+  // The gRPC-over-HTTP/2 server both Unix sockets run on (XDS and SDS): listener, peer check,
+  // routing, calls and trailers, whole-request reading under the size limit. Through the SDS socket
+  // tests (grpc-js, node:http2 and raw-frame clients) and the XDS socket's hostile-client and
+  // back-pressure tests: 1-3 s a run each, idle.
+  "xds-grpc-server": {
+    mutate: ["src/xds/grpcserver.ts", "src/xds/grpccall.ts", "src/xds/grpcrequests.ts"],
+    tests: ["test/sds/server-h2.test.ts", "test/sds/server.test.ts", "test/xds/hostile-client.test.ts", "test/xds/downstream-backpressure.test.ts"],
+  },
   // The SDS streams' protocol state (subscriptions, nonces, versions, NACKs), through the socket
   // tests (about a second each idle).
   "sds-streams": {

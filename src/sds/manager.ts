@@ -125,7 +125,7 @@ export class SecretManager implements Component, TrustBundleSink {
     }
     const after = this.deps.warmAfter ?? Promise.resolve();
     const server = this.server;
-    if (server) void after.then(() => server.prepare()).catch((e: Error) => log.error(`SDS: cannot load the gRPC server: ${e.message}`));
+    if (server) void after.then(() => server.prepare()).catch((e: Error) => log.error(`SDS: cannot load the SDS schema: ${e.message}`));
     if (filesOnly) this.warmed.clear();
     else this.running = after.then(() => this.warm(cache, signal));
     signal.addEventListener("abort", () => void this.shutdown(), { once: true });

@@ -1,29 +1,41 @@
 // The SDS server: envoy.service.secret.v3.SecretDiscoveryService on a Unix socket
-// (./var/run/secrets/workload-spiffe-uds/socket). We own the listening socket: every accepted
-// connection is checked with SO_PEERCRED (XDS_AUTHORIZED_UIDS) before grpc-js sees it through a
-// connection injector. StreamSecrets follows Istio; FetchSecrets and DeltaSecrets are served too
+// (./var/run/secrets/workload-spiffe-uds/socket), on the agent's own h2c gRPC server
+// (src/xds/grpcserver.ts, the XDS socket's): every accepted connection is checked with SO_PEERCRED
+// (XDS_AUTHORIZED_UIDS) before any byte is read; SETTINGS_MAX_CONCURRENT_STREAMS is
+// ISTIO_GPRC_MAXSTREAMS, a request over ISTIO_GPRC_MAXRECVMSGSIZE ends its stream
+// RESOURCE_EXHAUSTED. StreamSecrets follows Istio; FetchSecrets and DeltaSecrets are served too
 // (Istio answers Unimplemented). Secret changes are pushed to every stream watching the name.
-// start() binds the socket only; grpc-js and the SDS schema are loaded by prepare() (the secret
-// manager calls it once the agent's start path is over) or by the first connection, whichever
-// comes first; a connection accepted before that waits for it.
+// start() binds the socket only; the SDS schema (protobufjs) is loaded by prepare() (the secret
+// manager calls it once the agent's start path is over) or by the first call, whichever comes
+// first; a call's messages wait for it, in order.
 
-import type * as grpc from "@grpc/grpc-js";
-import { chmodSync, mkdirSync, rmSync } from "node:fs";
-import { createServer, type Server as NetServer, type Socket } from "node:net";
-import { dirname } from "node:path";
+import { randomUUID } from "node:crypto";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Clock } from "../lib/clock.ts";
 import { FailureReport } from "../lib/component.ts";
-import { SdsError } from "./errors.ts";
-import type { SdsCodec } from "./proto.ts";
-import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
-import { randomUUID } from "node:crypto";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
+import { GrpcServerCall } from "../xds/grpccall.ts";
+import { grpcHeader } from "../xds/grpcframe.ts";
+import { readRequests } from "../xds/grpcrequests.ts";
+import { UnixGrpcServer, type GrpcMethod } from "../xds/grpcserver.ts";
+import type { H2Stream } from "../xds/h2/stream.ts";
+import { Code } from "../xds/types.ts";
+import { SdsError } from "./errors.ts";
+import type { SdsCodec } from "./proto.ts";
+import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 
 export const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
+
+/** grpc's default receive limit (ISTIO_GPRC_MAXRECVMSGSIZE's default). */
+const DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024;
+/**
+ * Our receive window per stream: HTTP/2's default. SDS requests are a few hundred bytes; a stream
+ * whose responses the client does not read is paused, and this is what it may send meanwhile.
+ */
+const SDS_STREAM_WINDOW = 65_535;
 
 export interface SdsServerOptions {
   socketPath: string;
@@ -42,92 +54,65 @@ export interface SdsServerDeps {
   xdsMetrics?: PilotXdsMetrics;
 }
 
-const pass = (b: Buffer) => b;
-
-function sdsService(): grpc.ServiceDefinition {
-  const m = (name: string, requestStream: boolean, responseStream: boolean) => ({
-    path: `/${SDS_SERVICE}/${name}`,
-    requestStream,
-    responseStream,
-    requestSerialize: pass,
-    requestDeserialize: pass,
-    responseSerialize: pass,
-    responseDeserialize: pass,
-  });
-  return { DeltaSecrets: m("DeltaSecrets", true, true), StreamSecrets: m("StreamSecrets", true, true), FetchSecrets: m("FetchSecrets", false, false) };
-}
-
-interface GrpcSide {
-  mod: typeof grpc;
-  server: grpc.Server;
-  injector: ReturnType<grpc.Server["createConnectionInjector"]>;
-}
-
 export class SdsServer {
-  /** The listener died after start (e.g. accept failing); the component owner decides what follows. */
+  /** The listener died after start (Bun's listener reports no accept errors; kept for the component contract). */
   private readonly failure = new FailureReport();
   readonly failed = this.failure.failed;
-  private codecCache: SdsCodec | undefined;
+  private codec: SdsCodec | undefined;
+  private codecLoad: Promise<SdsCodec> | undefined;
   private readonly streams = new Set<SotwStream | DeltaStream>();
-  private net: NetServer | undefined;
-  private grpcLoad: Promise<GrpcSide> | undefined;
-  private g: GrpcSide | undefined;
-  private closed = false;
+  private server: UnixGrpcServer | undefined;
   private unsubscribe: (() => void) | undefined;
   private counter = 0;
-  private readonly sockets = new Set<Socket>();
+  private readonly methods: ReadonlyMap<string, GrpcMethod> = new Map<string, GrpcMethod>([
+    [`/${SDS_SERVICE}/StreamSecrets`, (stream, path) => this.serveStream(stream, path, false)],
+    [`/${SDS_SERVICE}/DeltaSecrets`, (stream, path) => this.serveStream(stream, path, true)],
+    [`/${SDS_SERVICE}/FetchSecrets`, (stream, path) => this.serveFetch(stream, path)],
+  ]);
 
   constructor(
     readonly opts: SdsServerOptions,
     private readonly deps: SdsServerDeps,
   ) {}
 
-  /** Set with the gRPC server (see grpc()); request handlers run only after that. */
-  private get codec(): SdsCodec {
-    return this.codecCache!;
-  }
-
-  /** Load grpc-js and the schema and build the gRPC server behind the socket (once). */
+  /** Load the SDS schema (once). */
   prepare(): Promise<void> {
-    return this.grpc().then(() => undefined);
+    return this.loadCodec().then(() => undefined);
   }
 
-  private grpc(): Promise<GrpcSide> {
-    this.grpcLoad ??= Promise.all([import("@grpc/grpc-js"), import("./proto.ts")]).then(([mod, proto]) => {
-      this.codecCache = proto.sdsCodec();
-      const server = new mod.Server({
-        "grpc.max_concurrent_streams": this.opts.maxConcurrentStreams ?? 100_000,
-        "grpc.max_receive_message_length": this.opts.maxReceiveMessageSize ?? 4 * 1024 * 1024,
-      });
-      server.addService(sdsService(), {
-        StreamSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.streamSecrets(call),
-        DeltaSecrets: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.deltaSecrets(call),
-        FetchSecrets: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => void this.fetchSecrets(call, cb),
-      });
-      this.g = { mod, server, injector: server.createConnectionInjector(mod.ServerCredentials.createInsecure()) };
-      if (this.closed) server.forceShutdown();
-      return this.g;
-    });
-    return this.grpcLoad;
+  private loadCodec(): Promise<SdsCodec> {
+    this.codecLoad ??= import("./proto.ts").then((m) => (this.codec = m.sdsCodec()));
+    return this.codecLoad;
+  }
+
+  /** Run `f` with the schema: at once when loaded, else once it is (in the order asked). */
+  private withCodec(f: (codec: SdsCodec) => void, onError: (e: unknown) => void): void {
+    if (this.codec) return f(this.codec);
+    this.loadCodec().then(f, onError);
   }
 
   /** Bind the socket (stale socket file removed, directory created, mode 0666). */
   async start(): Promise<void> {
     const path = this.opts.socketPath;
-    mkdirSync(dirname(path), { recursive: true, mode: 0o750 });
-    rmSync(path, { force: true });
+    const log = this.deps.log;
+    const server = new UnixGrpcServer({
+      socketPath: path,
+      authorizer: this.opts.authorizer,
+      log,
+      name: "SDS",
+      route: (p) => this.methods.get(p),
+      unknownMethodMessage: (p) => `The server does not implement the method ${p}`,
+      onRejected: (d) => log.warn(`SDS: refused connection on ${path}: ${d.reason}`, d.cred ? { pid: d.cred.pid, uid: d.cred.uid } : undefined),
+      listenError: (_message, cause) => new SdsError(`SDS: cannot listen on ${path}: ${errorMessage(cause)}`, undefined, { cause }),
+      maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 100_000,
+      streamWindow: SDS_STREAM_WINDOW,
+    });
+    server.listen();
+    this.server = server;
     this.unsubscribe = this.deps.secrets.onUpdate((name) => {
       for (const s of this.streams) s.push(name);
     });
-    const ns = createServer((sock) => this.accept(sock));
-    this.net = ns;
-    await new Promise<void>((resolve, reject) => {
-      ns.once("error", (e) => reject(new SdsError(`SDS: cannot listen on ${path}: ${errorMessage(e)}`)));
-      ns.listen(path, () => resolve());
-    });
-    ns.on("error", (e) => this.failure.report(new SdsError(`SDS socket ${path}: ${errorMessage(e)}`)));
-    chmodSync(path, 0o666);
-    this.deps.log.info(`SDS server listening on ${path}`, ids({ path }));
+    log.info(`SDS server listening on ${path}`, ids({ path }));
   }
 
   /** Number of open SDS streams. */
@@ -136,40 +121,15 @@ export class SdsServer {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
     this.unsubscribe?.();
     for (const s of this.streams) s.close();
     this.streams.clear();
-    const closed = new Promise<void>((r) => (this.net ? this.net.close(() => r()) : r()));
-    for (const s of this.sockets) s.destroy();
-    this.g?.injector.destroy();
-    await closed;
-    this.g?.server.forceShutdown();
-    rmSync(this.opts.socketPath, { force: true });
+    await this.server?.close();
   }
 
-  private accept(sock: Socket): void {
-    const d = this.opts.authorizer.check(sock);
-    if (!d.allowed) {
-      this.deps.log.warn(`SDS: refused connection on ${this.opts.socketPath}: ${d.reason}`, d.cred ? { pid: d.cred.pid, uid: d.cred.uid } : undefined);
-      sock.destroy();
-      return;
-    }
-    this.sockets.add(sock);
-    sock.once("close", () => this.sockets.delete(sock));
-    if (this.g) return this.g.injector.injectConnection(sock);
-    void this.grpc().then(
-      (g) => (sock.destroyed || this.closed ? sock.destroy() : g.injector.injectConnection(sock)),
-      (e: Error) => {
-        this.deps.log.error(`SDS: cannot serve a connection: ${e.message}`);
-        sock.destroy();
-      },
-    );
-  }
-
-  private ctx(): StreamCtx {
+  private ctx(codec: SdsCodec): StreamCtx {
     return {
-      codec: this.codec,
+      codec,
       secrets: this.deps.secrets,
       log: this.deps.log,
       clock: this.deps.clock,
@@ -178,63 +138,98 @@ export class SdsServer {
     };
   }
 
-  private io(call: grpc.ServerDuplexStream<Buffer, Buffer>): StreamIo {
-    return {
+  /** StreamSecrets (SotW) or DeltaSecrets: requests in order, responses with back-pressure. */
+  private serveStream(stream: H2Stream, path: string, delta: boolean): void {
+    const call = new GrpcServerCall(stream, path);
+    const id = randomUUID().slice(0, 8);
+    let handler: SotwStream | DeltaStream | undefined;
+    let over = false;
+    const done = () => {
+      over = true;
+      if (!handler) return;
+      handler.close();
+      this.streams.delete(handler);
+    };
+    const io: StreamIo = {
       send: (frame) => {
-        if (!call.destroyed && !call.writableEnded) call.write(frame);
+        // A client that does not read: stop crediting its window until the responses drain.
+        if (!call.writev(grpcHeader(frame.length), frame)) call.pause();
       },
       fail: (err, invalid) => {
-        if (call.destroyed || call.writableEnded) return;
-        call.emit("error", { code: invalid ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: err.message } as grpc.StatusObject);
+        call.finish({ code: invalid ? Code.INVALID_ARGUMENT : Code.UNAVAILABLE, message: err.message });
+        done();
       },
     };
-  }
-
-  private attach(call: grpc.ServerDuplexStream<Buffer, Buffer>, stream: SotwStream | DeltaStream, onFrame: (b: Buffer) => void): void {
-    this.streams.add(stream);
-    const done = () => {
-      stream.close();
-      this.streams.delete(stream);
-    };
-    call.on("data", (b: Buffer) => {
-      try {
-        onFrame(b);
-      } catch (e) {
-        this.deps.log.warn(`SDS: malformed request: ${errorMessage(e)}`, { conn: stream.id });
-        call.emit("error", { code: this.g!.mod.status.INVALID_ARGUMENT, details: `malformed discovery request: ${errorMessage(e)}` } as grpc.StatusObject);
-        done();
-      }
-    });
-    call.on("end", () => {
+    const unavailable = (e: unknown) => {
+      this.deps.log.error(`SDS: cannot serve a stream: ${errorMessage(e)}`, { conn: id });
+      call.finish({ code: Code.UNAVAILABLE, message: `SDS schema unavailable: ${errorMessage(e)}` });
       done();
-      if (!call.writableEnded) call.end();
+    };
+    readRequests(stream, call, this.opts.maxReceiveMessageSize ?? DEFAULT_MAX_RECEIVE, {
+      onMessage: (bytes) =>
+        this.withCodec((codec) => {
+          if (over) return;
+          if (!handler) {
+            handler = delta ? new DeltaStream(this.ctx(codec), io, id) : new SotwStream(this.ctx(codec), io, id);
+            this.streams.add(handler);
+          }
+          try {
+            if (handler instanceof SotwStream) handler.onRequest(codec.decodeRequest(bytes));
+            else handler.onRequest(codec.decodeDeltaRequest(bytes));
+          } catch (e) {
+            this.deps.log.warn(`SDS: malformed request: ${errorMessage(e)}`, { conn: id });
+            call.finish({ code: Code.INVALID_ARGUMENT, message: `malformed discovery request: ${errorMessage(e)}` });
+            done();
+          }
+        }, unavailable),
+      onEnd: () =>
+        this.withCodec(() => {
+          if (over) return;
+          done();
+          call.finish({ code: Code.OK, message: "" });
+        }, unavailable),
+      onGone: done,
+      onDrain: () => call.resume(),
     });
-    call.on("error", done);
-    call.on("close", done);
-    call.on("cancelled", done);
   }
 
-  private streamSecrets(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
-    const s = new SotwStream(this.ctx(), this.io(call), randomUUID().slice(0, 8));
-    this.attach(call, s, (b) => s.onRequest(this.codec.decodeRequest(b)));
+  /** FetchSecrets (unary): exactly one request, then the secrets or a status. */
+  private serveFetch(stream: H2Stream, path: string): void {
+    const call = new GrpcServerCall(stream, path);
+    const gone = new AbortController();
+    let request: Buffer | undefined;
+    let refused = false;
+    readRequests(stream, call, this.opts.maxReceiveMessageSize ?? DEFAULT_MAX_RECEIVE, {
+      onMessage: (bytes) => {
+        if (refused) return;
+        if (request === undefined) return void (request = bytes);
+        refused = true;
+        call.finish({ code: Code.UNIMPLEMENTED, message: `Received a second request message for server streaming method ${path}` });
+      },
+      onEnd: () => {
+        if (refused) return;
+        if (request === undefined) return call.finish({ code: Code.UNIMPLEMENTED, message: `Received no request message for server streaming method ${path}` });
+        const req = request;
+        this.withCodec(
+          (codec) => void this.fetchSecrets(codec, call, req, gone.signal),
+          (e) => call.finish({ code: Code.UNAVAILABLE, message: `SDS schema unavailable: ${errorMessage(e)}` }),
+        );
+      },
+      onGone: () => gone.abort(new Error("FetchSecrets: the caller went away")),
+    });
   }
 
-  private deltaSecrets(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
-    const s = new DeltaStream(this.ctx(), this.io(call), randomUUID().slice(0, 8));
-    this.attach(call, s, (b) => s.onRequest(this.codec.decodeDeltaRequest(b)));
-  }
-
-  private async fetchSecrets(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>): Promise<void> {
+  private async fetchSecrets(codec: SdsCodec, call: GrpcServerCall, bytes: Buffer, signal: AbortSignal): Promise<void> {
     try {
-      const req = this.codec.decodeRequest(call.request);
-      if (req.resourceNames.length === 0) return cb({ code: this.g!.mod.status.INVALID_ARGUMENT, details: "FetchSecrets: no resource_names" });
-      const ctx = this.ctx();
-      const gone = new AbortController();
-      call.on("cancelled", () => gone.abort(new Error("FetchSecrets: the caller went away")));
-      const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], gone.signal);
-      cb(null, this.codec.encodeResponse({ versionInfo: ctx.nextVersion(), nonce: randomUUID(), resources }));
+      const req = codec.decodeRequest(bytes);
+      if (req.resourceNames.length === 0) return call.finish({ code: Code.INVALID_ARGUMENT, message: "FetchSecrets: no resource_names" });
+      const ctx = this.ctx(codec);
+      const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], signal);
+      const frame = codec.encodeResponse({ versionInfo: ctx.nextVersion(), nonce: randomUUID(), resources });
+      call.writev(grpcHeader(frame.length), frame);
+      call.finish({ code: Code.OK, message: "" });
     } catch (e) {
-      cb({ code: isInvalid(e) ? this.g!.mod.status.INVALID_ARGUMENT : this.g!.mod.status.UNAVAILABLE, details: errorMessage(e) });
+      call.finish({ code: isInvalid(e) ? Code.INVALID_ARGUMENT : Code.UNAVAILABLE, message: errorMessage(e) });
     }
   }
 }

@@ -2,26 +2,23 @@
 // proxyless gRPC client) opens ADS streams. Connections are checked with SO_PEERCRED before any
 // HTTP/2 byte is read; rejected peers are closed, logged with pid/uid and counted. Streams are
 // handed to the proxy as `DownstreamCall`s that carry gRPC-framed bytes and end with a status.
-// The socket is one of Bun's own (`Bun.listen`), not node:net: it writes straight to the kernel
-// and reports how much it took, so the session's writer reuses one output buffer and the runtime
-// queues nothing (docs/xds.md, "Fourth pass").
-import { chmodSync, mkdirSync, rmSync } from "node:fs";
-import { dirname } from "node:path";
+// The listener, the peer check, the HTTP/2 sessions and the routing are grpcserver.ts's (the SDS
+// socket runs on the same); this file is the ADS and reflection methods.
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer } from "../lib/peerauth.ts";
 import { FailureReport } from "../lib/component.ts";
 import { XdsError } from "./errors.ts";
-import { H2Code } from "./h2/frames.ts";
-import { headerValue, type HeaderList } from "./h2/hpack.ts";
-import { H2Session, type H2Stream } from "./h2/session.ts";
-import { BunTransport } from "./h2/transport.ts";
-import { bunSocketFd } from "../../native/peercred.ts";
-import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts";
+import type { H2Stream } from "./h2/session.ts";
+import type { RateBudgetOptions } from "./h2/ratebudget.ts";
 import { GrpcDeframer, MessageBuffer, grpcFrame } from "./grpcframe.ts";
+import { GRPC_RESPONSE_HEADERS, GrpcServerCall, statusTrailers } from "./grpccall.ts";
+import { UnixGrpcServer } from "./grpcserver.ts";
 import type { ReflectionIndex } from "./reflection.ts";
 import { Code, DELTA_PATH, REFLECTION_PATHS, SOTW_PATH, type GrpcStatus } from "./types.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
+
+export { encodeGrpcMessage, statusTrailers } from "./grpccall.ts";
 
 export interface DownstreamCall {
   readonly delta: boolean;
@@ -44,62 +41,13 @@ export interface DownstreamHandlers {
   onClientGone(ended: boolean): void;
 }
 
-/** A gRPC message for `grpc-message`: percent-encode what HTTP/2 headers may not carry. */
-export function encodeGrpcMessage(m: string): string {
-  return m.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
-}
-
-/** The trailers (or trailers-only response) carrying a gRPC status. */
-export function statusTrailers(s: GrpcStatus): HeaderList {
-  const t: HeaderList = [["grpc-status", String(s.code)]];
-  if (s.message) t.push(["grpc-message", encodeGrpcMessage(s.message)]);
-  return t;
-}
-
-const RESPONSE_HEADERS: HeaderList = [
-  [":status", "200"],
-  ["content-type", "application/grpc"],
-  ["grpc-accept-encoding", "identity"],
-];
-
-class ServerCall implements DownstreamCall {
-  finished = false;
-
+class ServerCall extends GrpcServerCall implements DownstreamCall {
   constructor(
-    private readonly stream: H2Stream,
-    readonly path: string,
+    stream: H2Stream,
+    path: string,
     readonly delta: boolean,
   ) {
-    stream.respond(RESPONSE_HEADERS);
-  }
-
-  write(bytes: Uint8Array): boolean {
-    if (this.finished || this.stream.closed) return true;
-    return this.stream.write(bytes);
-  }
-  writev(a: Uint8Array, b: Uint8Array): boolean {
-    if (this.finished || this.stream.closed) return true;
-    return this.stream.writev(a, b);
-  }
-  pause(): void {
-    this.stream.pause();
-  }
-  resume(): void {
-    this.stream.resume();
-  }
-  finish(s: GrpcStatus): void {
-    if (this.finished) return;
-    this.finished = true;
-    if (this.stream.closed) return;
-    this.stream.end(statusTrailers(s));
-    // A client that stops reading must not pin the stream forever once it is finished.
-    const t = setTimeout(() => this.stream.reset(H2Code.CANCEL), 10_000);
-    t.unref?.();
-    const prev = this.stream.handlers.onClose;
-    this.stream.handlers.onClose = () => {
-      clearTimeout(t);
-      prev?.();
-    };
+    super(stream, path);
   }
 }
 
@@ -125,8 +73,7 @@ const REFLECTION_MAX_REQUEST = 64 * 1024;
 
 export class DownstreamServer {
   private reflection: Promise<ReflectionIndex> | undefined;
-  private listener: Bun.UnixSocketListener<BunTransport | undefined> | undefined;
-  private readonly sessions = new Set<H2Session>();
+  private readonly server: UnixGrpcServer;
   /**
    * A failure after start. Bun's listener surfaces no accept(2) errors (node:net's did, as an
    * `error` event): kept so the component's contract (and the root's reaction) stays one place.
@@ -135,34 +82,34 @@ export class DownstreamServer {
   /** The listener died after start. */
   readonly failed = this.failure.failed;
 
-  constructor(private readonly o: DownstreamServerOptions) {}
+  constructor(private readonly o: DownstreamServerOptions) {
+    this.server = new UnixGrpcServer({
+      socketPath: o.socketPath,
+      authorizer: o.authorizer,
+      log: o.log,
+      name: "downstream",
+      route: (path) =>
+        REFLECTION_PATHS.has(path)
+          ? (stream) => this.serveReflection(stream)
+          : path === SOTW_PATH || path === DELTA_PATH
+            ? (stream) => this.serveAds(stream, path)
+            : undefined,
+      unknownMethodMessage: (path) => `unknown method ${path}`,
+      onRejected: (d) => {
+        o.onRejected();
+        const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
+        o.log.warn(`rejected connection on ${o.socketPath} from ${who}: ${d.reason}`, ids({ path: o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
+      },
+      listenError: (message, cause) => new XdsError("downstream", message, { cause }),
+      ...(o.maxConcurrentStreams !== undefined ? { maxConcurrentStreams: o.maxConcurrentStreams } : {}),
+      keepalive: o.keepalive ?? { intervalMs: 30_000, timeoutMs: 10_000 },
+      ...(o.resetBudget ? { resetBudget: o.resetBudget } : {}),
+      ...(o.minPingIntervalMs !== undefined ? { minPingIntervalMs: o.minPingIntervalMs } : {}),
+    });
+  }
 
   async listen(): Promise<void> {
-    const p = this.o.socketPath;
-    try {
-      mkdirSync(dirname(p), { recursive: true, mode: 0o750 });
-      rmSync(p, { force: true });
-    } catch (e) {
-      throw new XdsError("downstream", `preparing socket ${p}: ${errorMessage(e)}`, { cause: e });
-    }
-    try {
-      this.listener = Bun.listen<BunTransport | undefined>({
-        unix: p,
-        socket: {
-          open: (sock) => {
-            sock.data = this.onConnection(sock);
-          },
-          data: (sock, chunk) => sock.data?.onData(chunk),
-          drain: (sock) => sock.data?.onDrain(),
-          end: (sock) => sock.data?.onEnd(),
-          error: (sock, e) => sock.data?.onError(e),
-          close: (sock, e) => sock.data?.onClose(e),
-        },
-      });
-    } catch (e) {
-      throw new XdsError("downstream", `listening on ${p}: ${errorMessage(e)}`, { cause: e });
-    }
-    chmodSync(p, 0o666);
+    this.server.listen();
   }
 
   /**
@@ -170,55 +117,12 @@ export class DownstreamServer {
    * the trailers) reach the clients, up to `graceMs`; then close what is left.
    */
   async close(graceMs = 0): Promise<void> {
-    this.listener?.stop(false);
-    this.listener = undefined;
-    const gone = [...this.sessions].map(
-      (s) =>
-        new Promise<void>((r) => {
-          if (s.closed) return r();
-          s.onTransportClosed(() => r());
-          s.close(graceMs);
-        }),
-    );
-    await Promise.all(gone);
-    rmSync(this.o.socketPath, { force: true });
-  }
-
-  /** A new connection: its peer checked before any byte is read; its session's transport, or undefined when refused. */
-  private onConnection(sock: Bun.Socket<BunTransport | undefined>): BunTransport | undefined {
-    const d = this.o.authorizer.checkFd(bunSocketFd(sock));
-    if (!d.allowed) {
-      this.o.onRejected();
-      const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
-      this.o.log.warn(
-        `rejected connection on ${this.o.socketPath} from ${who}: ${d.reason}`,
-        ids({ path: this.o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }),
-      );
-      sock.end();
-      return undefined;
-    }
-    const transport = new BunTransport(sock);
-    const ka = this.o.keepalive ?? { intervalMs: 30_000, timeoutMs: 10_000 };
-    const session: H2Session = new H2Session(transport, {
-      role: "server",
-      maxConcurrentStreams: this.o.maxConcurrentStreams ?? 100_000,
-      keepalive: ka.intervalMs > 0 ? ka : undefined,
-      pingPolicy: { minIntervalMs: this.o.minPingIntervalMs ?? 15_000, maxStrikes: 2 },
-      resetBudget: this.o.resetBudget ?? DEFAULT_RESET_BUDGET,
-      onStream: (stream, headers) => this.onStream(stream, headers),
-      onClose: (err) => {
-        this.sessions.delete(session);
-        if (err?.code === H2Code.ENHANCE_YOUR_CALM) this.o.log.warn(`downstream connection closed: ${err.message}`);
-        else if (err) this.o.log.debug(`downstream connection closed: ${err.message}`);
-      },
-    });
-    this.sessions.add(session);
-    return transport;
+    await this.server.close(graceMs);
   }
 
   /** Server reflection: each request answered in order; the index is built on first use. */
   private serveReflection(stream: H2Stream): void {
-    stream.respond(RESPONSE_HEADERS);
+    stream.respond(GRPC_RESPONSE_HEADERS);
     let answered: Promise<unknown> = Promise.resolve();
     let msg: MessageBuffer | undefined;
     const fail = (message: string) => {
@@ -257,18 +161,8 @@ export class DownstreamServer {
     };
   }
 
-  private onStream(stream: H2Stream, headers: HeaderList): void {
-    const path = headerValue(headers, ":path") ?? "";
-    const ct = headerValue(headers, "content-type") ?? "";
-    if (headerValue(headers, ":method") !== "POST" || !ct.startsWith("application/grpc")) {
-      stream.respond([[":status", ct.startsWith("application/grpc") ? "405" : "415"]], true);
-      return;
-    }
-    const trailersOnly = (s: GrpcStatus) => stream.respond([...RESPONSE_HEADERS, ...statusTrailers(s)], true);
-    const enc = headerValue(headers, "grpc-encoding");
-    if (enc !== undefined && enc !== "identity") return trailersOnly({ code: Code.UNIMPLEMENTED, message: `grpc-encoding ${enc} is not supported` });
-    if (REFLECTION_PATHS.has(path)) return this.serveReflection(stream);
-    if (path !== SOTW_PATH && path !== DELTA_PATH) return trailersOnly({ code: Code.UNIMPLEMENTED, message: `unknown method ${path}` });
+  /** An ADS stream (SotW or Delta): handed to the proxy as a DownstreamCall. */
+  private serveAds(stream: H2Stream, path: string): void {
     const call = new ServerCall(stream, path, path === DELTA_PATH);
     const h = this.o.onCall(call);
     let gone = false;

@@ -4,11 +4,14 @@
 // binary suites (test/e2e, test/faults) run every mode through those lazy paths.
 
 import { afterAll, expect, test } from "bun:test";
+import * as grpc from "@grpc/grpc-js";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { FakeCa } from "../support/fake-ca.ts";
 import { freePort } from "../support/fake-envoy.ts";
+import { sdsCodec, SECRET_TYPE_URL } from "../../src/sds/proto.ts";
+import { SDS_SERVICE } from "../../src/sds/server.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
 /** Free ports for the status server and Envoy's admin (unused without Envoy, but validated). */
@@ -17,8 +20,17 @@ const PRELOAD = join(REPO, "test/support/loaded-modules-preload.ts");
 const dir = mkdtempSync(join(tmpdir(), "agent-lazy-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Runs `agent <args>` from source until `until` appears on stdout (then SIGTERM) or it exits; the modules it evaluated, relative to the repo. */
-async function loadedModules(name: string, args: string[], env: Record<string, string>, until?: RegExp): Promise<string[]> {
+/**
+ * Runs `agent <args>` from source until `until` appears on stdout (then `meanwhile`, given the
+ * agent's working directory, then SIGTERM) or it exits; the modules it evaluated, relative to the repo.
+ */
+async function loadedModules(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  until?: RegExp,
+  meanwhile?: (cwd: string) => Promise<void>,
+): Promise<string[]> {
   const cwd = join(dir, name);
   mkdirSync(cwd, { recursive: true });
   const list = join(cwd, "modules.txt");
@@ -36,7 +48,11 @@ async function loadedModules(name: string, args: string[], env: Record<string, s
       if (done) throw new Error(`agent ${args.join(" ")} exited before ${until}: ${out.slice(-1500)}${await new Response(child.stderr).text()}`);
       out += new TextDecoder().decode(value);
     }
-    child.kill("SIGTERM");
+    try {
+      await meanwhile?.(cwd);
+    } finally {
+      child.kill("SIGTERM");
+    }
     void (async () => {
       for (;;) if ((await reader.read()).done) break;
     })();
@@ -50,6 +66,7 @@ async function loadedModules(name: string, args: string[], env: Record<string, s
     .map((p) => (p.startsWith(REPO + "/") ? p.slice(REPO.length + 1) : p));
 }
 
+const codec = sdsCodec();
 const under = (mods: string[], prefix: string) => mods.filter((m) => m.startsWith(prefix));
 /** src/main.ts checks for the Envoy launcher command (src/envoy/deathlink.ts) before any command runs. */
 const MAIN_ENVOY_LAUNCHER = ["src/envoy/deathlink.ts", "src/envoy/errors.ts", "src/envoy/process.ts"];
@@ -140,4 +157,55 @@ test("iptables --dry-run: none of the proxy's code", async () => {
     "node_modules/prom-client/",
   ])
     expect(under(mods, dir).filter((m) => !MAIN_ENVOY_LAUNCHER.includes(m))).toEqual([]);
+}, 30_000);
+
+test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the SDS server loads no grpc-js", async () => {
+  const envoy = join(dir, "envoy-sleep");
+  writeFileSync(envoy, "#!/bin/sh\nexec sleep 600\n", { mode: 0o755 });
+  let answered = "";
+  const mods = await loadedModules(
+    "sidecar-sds",
+    ["proxy", "sidecar"],
+    {
+      POD_NAME: "lazy-0",
+      POD_NAMESPACE: "test",
+      INSTANCE_IP: "127.0.0.1",
+      CLOUD_PLATFORM: "none",
+      CA_PROVIDER: "local",
+      PROXY_CONFIG: JSON.stringify({
+        discoveryAddress: "127.0.0.1:1",
+        controlPlaneAuthPolicy: "NONE",
+        terminationDrainDuration: "1s",
+        binaryPath: envoy,
+        ...(await ports()),
+      }),
+    },
+    /certificates warmed/,
+    async (cwd) => {
+      // Envoy's part, played by an independent gRPC client: one StreamSecrets answer.
+      const socket = join(cwd, "var/run/secrets/workload-spiffe-uds/socket");
+      const client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
+      try {
+        const call = client.makeBidiStreamRequest(
+          `/${SDS_SERVICE}/StreamSecrets`,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+        );
+        call.on("error", () => {});
+        const first = new Promise<Buffer>((resolve, reject) => {
+          call.once("data", resolve);
+          call.once("status", (s: grpc.StatusObject) => reject(new Error(`SDS stream ended: ${s.code} ${s.details}`)));
+        });
+        call.write(codec.encodeRequest({ typeUrl: SECRET_TYPE_URL, resourceNames: ["default"] }));
+        answered = codec.decodeResponse(await first).resources[0]!.name;
+        call.end();
+      } finally {
+        client.close();
+      }
+    },
+  );
+  expect(answered).toBe("default");
+  expect(mods).toContain("src/sds/server.ts");
+  expect(mods).toContain("src/xds/grpcserver.ts");
+  expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
 }, 30_000);

@@ -83,7 +83,7 @@ interface Rig {
   frames(n: number): Promise<void>;
 }
 
-function rig(o: { crl?: string; fail?: Record<string, Error> } = {}): Rig {
+function rig(o: { crl?: string; fail?: Record<string, Error>; sendMs?: number } = {}): Rig {
   const log = memoryLogger("all:debug");
   let version = 0;
   const clock = new ManualClock(1000);
@@ -109,6 +109,7 @@ function rig(o: { crl?: string; fail?: Record<string, Error> } = {}): Rig {
     },
     io: {
       send(f) {
+        clock.advance(o.sendMs ?? 0);
         sent.push(new Uint8Array(f));
         for (const w of waiters.filter((x) => sent.length >= x.n)) {
           waiters.splice(waiters.indexOf(w), 1);
@@ -182,6 +183,9 @@ async function settled(r: Rig): Promise<void> {
     await Bun.sleep(0);
   }
 }
+
+/** The log lines as `level\tmessage\tfields` (the timestamp cut off). */
+const logged = (r: Rig) => r.lines.map((l) => l.slice(l.indexOf("\t") + 1));
 
 /** Lets queued stream work run (each step is a microtask chain on resolved promises). */
 const drain = async (s: SotwStream | DeltaStream, r: Rig) => {
@@ -332,6 +336,54 @@ describe("SotwStream", () => {
   });
 });
 
+describe("SotwStream: first request, log lines, send time", () => {
+  test("a first request carrying a nonce from an earlier stream is answered, not taken for a stale one", async () => {
+    const r = rig();
+    const s = new SotwStream(r.ctx, r.io, "c");
+    s.onRequest(req(["default"], "nonce-of-the-previous-connection"));
+    await r.frames(1);
+    expect(sotw(r.sent[0]!).secrets.map((x) => x.name)).toEqual(["default"]);
+    expect(r.metrics.filter((m) => m.startsWith("expired"))).toEqual([]);
+  });
+
+  test("each request kind logs its line, naming the stream", async () => {
+    const r = rig();
+    const s = new SotwStream(r.ctx, r.io, "conn-3");
+    s.onRequest(req(["default", "ROOTCA"]));
+    await r.frames(1);
+    const n1 = sotw(r.sent[0]!).nonce;
+    s.onRequest(req(["default", "ROOTCA"], n1));
+    s.onRequest(req(["default", "ROOTCA"], "old"));
+    s.onRequest(req(["default", "ROOTCA"], n1, { code: 3, message: "" }));
+    s.onRequest(req(["default", "ROOTCA"], n1, { code: 3 } as { code: number; message: string }));
+    s.onRequest(req([]));
+    expect(logged(r)).toEqual([
+      "debug\tSDS: pushed default,ROOTCA\tconn=conn-3",
+      "debug\tSDS: request ignored (ack)\tconn=conn-3",
+      "debug\tSDS: request ignored (stale nonce)\tconn=conn-3",
+      "warn\tSDS: Envoy rejected default,ROOTCA: \tconn=conn-3",
+      "warn\tSDS: Envoy rejected default,ROOTCA: \tconn=conn-3",
+      "debug\tSDS: client unsubscribed\tconn=conn-3",
+    ]);
+  });
+
+  test("a failure of two names logs both, comma-separated", async () => {
+    const r = rig({ fail: { ROOTCA: new Error("no bundle") } });
+    const s = new SotwStream(r.ctx, r.io, "c5");
+    s.onRequest(req(["default", "ROOTCA"]));
+    await settled(r);
+    expect(logged(r)).toEqual(["warn\tSDS: generating default,ROOTCA failed: no bundle\tconn=c5"]);
+  });
+
+  test("send time is observed in seconds", async () => {
+    const r = rig({ sendMs: 250 });
+    const s = new SotwStream(r.ctx, r.io, "c");
+    s.onRequest(req(["default"]));
+    await r.frames(1);
+    expect(r.metrics).toEqual(["send 0.25"]);
+  });
+});
+
 describe("DeltaStream", () => {
   test("subscribe: each resource with its own version; '*' is not a name; the server's counter is the system version", async () => {
     const r = rig();
@@ -365,6 +417,8 @@ describe("DeltaStream", () => {
     expect(delta(r.sent[1]!).resources.map((x) => [x.name, x.version])).toEqual([["default", "v-default-1"]]);
     // Same version again (a push without a change): nothing; a new version: sent.
     s.push("default");
+    await settled(r);
+    expect(r.sent.length).toBe(2);
     r.items.default = { ...ITEMS.default!, certificateChain: "CHAIN-2", version: "v-default-2" };
     s.push("default");
     await r.frames(3);
@@ -441,5 +495,51 @@ describe("helpers", () => {
     expect(isInvalid(new SdsError("x", "default"))).toBe(false);
     expect(isInvalid(new SdsError("x"))).toBe(false);
     expect(isInvalid(new Error("bogus"))).toBe(false);
+  });
+});
+
+describe("DeltaStream: state changes while a read is pending", () => {
+  test("a name unsubscribed while a push for it waits in the queue is not sent", async () => {
+    const r = rig();
+    const s = new DeltaStream(r.ctx, r.io, "d");
+    s.onRequest(dreq({ resourceNamesSubscribe: ["default", "ROOTCA"] }));
+    await r.frames(1);
+    r.hold("default");
+    r.items.ROOTCA = { ...ITEMS.ROOTCA!, rootCert: "ROOT-2", version: "v-root-2" };
+    r.items.default = { ...ITEMS.default!, certificateChain: "CHAIN-2", version: "v-default-2" };
+    s.push("default"); // its read is held
+    s.push("ROOTCA"); // queued behind it
+    await Bun.sleep(0);
+    s.onRequest(dreq({ resourceNamesUnsubscribe: ["ROOTCA"] })); // before the queued push runs
+    r.held.get("default")!();
+    await settled(r);
+    expect(
+      r.sent.map((f) =>
+        delta(f)
+          .resources.map((x) => x.name)
+          .join(","),
+      ),
+    ).toEqual(["default,ROOTCA", "default"]);
+  });
+
+  test("close() while a failing read is pending: the failure is not reported", async () => {
+    const r = rig({ fail: { default: new Error("gone") } });
+    const s = new DeltaStream(r.ctx, r.io, "d");
+    r.hold("default");
+    s.onRequest(dreq({ resourceNamesSubscribe: ["default"] }));
+    await Bun.sleep(0);
+    s.close();
+    r.held.get("default")!();
+    await settled(r);
+    expect(r.failed).toEqual([]);
+    expect(logged(r)).toEqual([]);
+  });
+
+  test("a failure of two names logs both, comma-separated, naming the stream", async () => {
+    const r = rig({ fail: { ROOTCA: new Error("no bundle") } });
+    const s = new DeltaStream(r.ctx, r.io, "d5");
+    s.onRequest(dreq({ resourceNamesSubscribe: ["default", "ROOTCA"] }));
+    await settled(r);
+    expect(logged(r)).toEqual(["warn\tSDS (delta): generating default,ROOTCA failed: no bundle\tconn=d5"]);
   });
 });

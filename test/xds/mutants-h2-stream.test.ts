@@ -466,13 +466,13 @@ describe("the peer's headers and END_STREAM", () => {
     expect(heard).toEqual(["headers :status=200 end=false", "data m", "headers grpc-status=0 end=true", "end", "close"]);
   });
 
-  test("a second END_STREAM on HEADERS is not a second onEnd", () => {
+  test("a second END_STREAM on HEADERS is not a second onEnd: the stream is reset STREAM_CLOSED (RFC 9113 §5.1)", () => {
     const { t, session, open } = server();
     const { heard } = open(1, ES_EH);
     t.feed(headersFrame(1, TRAILERS, ES_EH));
-    untilPingAck(t, session);
+    expect(untilPingAck(t, session)).toEqual([`${T.RST_STREAM}/0/1/${E.STREAM_CLOSED}`]);
     expect(heard.filter((h) => h === "end")).toEqual(["end"]);
-    expect(heard).not.toContain("close");
+    expect(heard.some((h) => h.startsWith("headers") && h.includes("grpc-status"))).toBe(false);
   });
 
   test("trailers whose handler resets the stream: no onEnd after the reset", () => {

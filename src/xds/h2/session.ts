@@ -391,6 +391,7 @@ export class H2Session implements StreamHost {
 
   private onSocketDrain(): void {
     this.writer.drained();
+    if (this.closing && this.endWhenFlushed) this.checkClosing(); // the writer calls onWriterRoom only when a stream waited
   }
 
   /** The writer has room again: end a closing connection, or move the streams' queued DATA in. */
@@ -649,7 +650,8 @@ export class H2Session implements StreamHost {
       this.pingStrikes++;
       if (this.pingStrikes > pol.maxStrikes) {
         this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_pings"));
-        this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client pings more often than every ${pol.minIntervalMs} ms (too_many_pings)`));
+        // Linger as fail() does, so the flooding client reads the GOAWAY instead of a reset.
+        this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client pings more often than every ${pol.minIntervalMs} ms (too_many_pings)`), true);
         return;
       }
     }
@@ -686,6 +688,11 @@ export class H2Session implements StreamHost {
     const headers = this.hpack.decode(hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts));
     const existing = this.streams.get(hb.stream);
     if (existing) {
+      // Half-closed (remote): more HEADERS are a stream error STREAM_CLOSED (RFC 9113 §5.1), as DATA is.
+      if (existing.remoteEnded) {
+        if (!existing.closed) existing.abort(H2Code.STREAM_CLOSED, "HEADERS after the peer ended the stream");
+        return;
+      }
       existing.receiveHeaders(headers, hb.endStream);
       return;
     }
