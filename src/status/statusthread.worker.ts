@@ -121,7 +121,11 @@ export function runStatusThread(port: Port, now: () => number): void {
     switch (m.type) {
       case "listen":
         readiness = threadReadiness(m.readiness, port, now);
-        if (m.apps) apps = threadAppProbes(m.apps, port, () => server?.port ?? m.port);
+        if (m.apps) {
+          apps = threadAppProbes(m.apps, port, () => server?.port ?? m.port);
+          // Said once here; each probe then answers 500 with the reason (no unhandled rejection).
+          apps.catch((err: unknown) => port.postMessage({ type: "log", level: "error", message: `app probes: ${errorMessage(err)}` }));
+        }
         try {
           server = Bun.serve({
             port: m.port,
