@@ -135,6 +135,24 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/sds/streams.ts"],
     tests: ["test/sds/server.test.ts", "test/sds/wire.test.ts", "test/sds/abort.test.ts", "test/sds/mutants-streams.test.ts"],
   },
+  // The SDS service on the shared gRPC server (methods, per-stream wiring, FetchSecrets, the lazy
+  // schema), through the socket tests: grpc-js, node:http2 and raw-frame clients (a second a run).
+  "sds-server": {
+    mutate: ["src/sds/server.ts"],
+    tests: ["test/sds/server.test.ts", "test/sds/server-h2.test.ts", "test/sds/mutants-sds-server.test.ts"],
+  },
+  // File-backed secrets: bounded reads of key/chain pairs and root bundles, the retry loop, the
+  // shared read and its abort, the directory watch and its debounce (manual clock, real files).
+  "sds-files": {
+    mutate: ["src/sds/files.ts", "src/sds/filesecrets.ts", "src/sds/watcher.ts"],
+    tests: ["test/sds/files.test.ts", "test/sds/abort.test.ts", "test/sds/mutants-sds-files.test.ts"],
+  },
+  // The upstream dial (plaintext or TLS: ALPN, roots, client certificate, server name or IP SAN,
+  // compliance policy) and gRPC status parsing, against local TLS servers with openssl's certificates.
+  "xds-dial": {
+    mutate: ["src/xds/dial.ts", "src/xds/grpcstatus.ts"],
+    tests: ["test/xds/upstream-config.test.ts", "test/xds/unary.test.ts", "test/xds/mutants-xds-dial.test.ts"],
+  },
   // Istio's goldens (the CLI in dry-run, and the builder cases) and the hand-written renderings.
   iptables: {
     mutate: ["src/iptables/builder.ts", "src/iptables/rules.ts"],
