@@ -12,13 +12,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PeerAuthorizer } from "../../src/lib/peerauth.ts";
-import { memoryLogger } from "../../src/lib/log.ts";
+import { LogSink, memoryLogger } from "../../src/lib/log.ts";
 import { SdsError } from "../../src/sds/errors.ts";
 import type { SecretItem } from "../../src/sds/item.ts";
-import { SdsServer, SDS_SERVICE, type SdsServerOptions } from "../../src/sds/server.ts";
+import { SdsServer, type SdsServerOptions } from "../../src/sds/server.ts";
 import { FakeClock, until } from "./fake-clock.ts";
 import { envoyProtoRoot } from "../support/envoy-protos.ts";
 
+// Envoy's service name, as a literal (not the server's constant).
+const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
 const SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 const ROOT_PEM = `-----BEGIN CERTIFICATE-----\n${"QUJD".repeat(20)}\n-----END CERTIFICATE-----\n`;
 const pass = (b: Buffer) => b;
@@ -26,9 +28,13 @@ const pass = (b: Buffer) => b;
 /** A secret source: roots at once (version from a counter the test bumps), failures on `file-root:/fail*`, never for `file-root:/hang*`. */
 class FakeSecrets {
   readonly listeners: ((name: string) => void)[] = [];
+  readonly asked: string[] = [];
+  readonly signals: { name: string; signal: AbortSignal }[] = [];
   unsubscribed = 0;
   generation = 1;
-  get(name: string): Promise<SecretItem> {
+  get(name: string, signal?: AbortSignal): Promise<SecretItem> {
+    this.asked.push(name);
+    if (signal) this.signals.push({ name, signal });
     if (name.startsWith("file-root:/hang")) return new Promise<SecretItem>(() => {});
     if (name.startsWith("file-root:/fail")) return Promise.reject(new Error(`the CA is down for ${name}`));
     if (name.startsWith("bogus")) return Promise.reject(new SdsError(`${name}: not a resource name`, name));
@@ -54,12 +60,14 @@ afterEach(async () => {
 // 2026-11-21T10:20:30.456Z: the version stamp drops the milliseconds.
 const T0 = Date.parse("2026-11-21T10:20:30.456Z");
 
-async function setup(opts: Partial<SdsServerOptions> = {}, start = true) {
+async function setup(opts: Partial<SdsServerOptions> = {}, start = true, json = false) {
   const dir = mkdtempSync(join(tmpdir(), "sds-mut-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const socket = join(dir, "uds", "socket");
   const secrets = new FakeSecrets();
   const log = memoryLogger();
+  const jsonLines: string[] = [];
+  if (json) log.log = new LogSink({ outputLevels: "all:debug", json: true, write: (l) => jsonLines.push(l) }).logger();
   const clock = new FakeClock(T0);
   const server = new SdsServer({ socketPath: socket, authorizer: new PeerAuthorizer("", process.getuid?.() ?? 0), ...opts }, { log: log.log, secrets, clock });
   cleanups.push(() => server.close());
@@ -69,7 +77,7 @@ async function setup(opts: Partial<SdsServerOptions> = {}, start = true) {
     cleanups.push(() => c.close());
     return c;
   };
-  return { dir, socket, secrets, log, clock, server, client };
+  return { dir, socket, secrets, log, jsonLines, clock, server, client };
 }
 
 const envoyType = (name: string) => envoyProtoRoot().lookupType(name);
@@ -105,12 +113,34 @@ function stream(c: grpc.Client, method = "StreamSecrets") {
   return { call, got, status: () => status, ended: () => until(() => status !== undefined, `${method}'s status`) };
 }
 
-function fetch(c: grpc.Client, names: string[]): Promise<{ err: grpc.ServiceError | null; res?: Res }> {
-  return new Promise((resolve) =>
-    c.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, sotwRequest(names), (err, res) =>
-      resolve({ err, ...(res ? { res: decodeSotw(res) } : {}) }),
-    ),
-  );
+function fetch(c: grpc.Client, names: string[] | Buffer): Promise<{ err: grpc.ServiceError | null; res?: Res; status: grpc.StatusObject }> {
+  return new Promise((resolve) => {
+    let done: { err: grpc.ServiceError | null; res?: Res } | undefined;
+    let status: grpc.StatusObject | undefined;
+    const finish = () => done && status && resolve({ ...done, status });
+    const call = c.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, Buffer.isBuffer(names) ? names : sotwRequest(names), (err, res) => {
+      done = { err, ...(res ? { res: decodeSotw(res) } : {}) };
+      finish();
+    });
+    call.on("status", (st) => {
+      status = st;
+      finish();
+    });
+  });
+}
+
+/** A DiscoveryRequest of exactly `size` bytes: names, then version_info padding (Envoy's encoding). */
+function paddedRequest(names: string[], size: number, nonce = ""): Buffer {
+  const base = sotwRequest(names, nonce);
+  // version_info (field 1) of L bytes costs 1 (tag) + the varint length of L + L.
+  for (let lenBytes = 1; lenBytes <= 5; lenBytes++) {
+    const pad = size - base.length - 1 - lenBytes;
+    if (pad < 0 || Math.max(1, Math.ceil(Math.log2(pad + 1) / 7)) !== lenBytes) continue;
+    const b = Buffer.from(DiscoveryRequest.encode({ version_info: "x".repeat(pad), type_url: SECRET, resource_names: names, response_nonce: nonce }).finish());
+    expect(b.length).toBe(size);
+    return b;
+  }
+  throw new Error(`cannot pad a request to ${size} bytes`);
 }
 
 const lineOf = (log: ReturnType<typeof memoryLogger>, text: string) => log.lines.map((l) => l.split("\t").slice(1).join("\t")).find((l) => l.includes(text));
@@ -266,6 +296,78 @@ describe("sds-server: listening", () => {
     );
     expect(err).toBeInstanceOf(SdsError);
     expect(err!.message).toStartWith(`SDS: cannot listen on ${join(blocker, "socket")}: `);
+    expect(err!.cause).toBeInstanceOf(Error);
     expect(s.secrets.listeners).toHaveLength(0);
+  });
+});
+
+describe("sds-server: limits, flow control, FetchSecrets edges", () => {
+  test("the default receive limit is gRPC's 4 MiB, on StreamSecrets and FetchSecrets", async () => {
+    const s = await setup();
+    const c = s.client();
+    const over = stream(c);
+    over.call.write(paddedRequest(["ROOTCA"], 4 * 1024 * 1024 + 1));
+    await over.ended();
+    expect(over.status()).toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED, details: "Received message larger than max (4194305 vs 4194304)" });
+    const f = await fetch(c, paddedRequest(["ROOTCA"], 4 * 1024 * 1024 + 1));
+    expect(f.err).toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED, details: "Received message larger than max (4194305 vs 4194304)" });
+  });
+
+  test("a client that reads its answers keeps its window: 200 KiB of requests after an answer are all served", async () => {
+    const s = await setup();
+    const a = stream(s.client());
+    a.call.write(sotwRequest(["ROOTCA"]));
+    await until(() => a.got.length === 1, "the first answer");
+    const nonce = decodeSotw(a.got[0]!).nonce;
+    for (let i = 0; i < 200; i++) a.call.write(paddedRequest(["ROOTCA"], 1024, nonce)); // ACKs: no answers
+    a.call.write(sotwRequest(["ROOTCA", "file-root:/last"], nonce));
+    await until(() => a.got.length === 2, "the answer to the request after 200 KiB", 5000);
+    expect(decodeSotw(a.got[1]!).names).toEqual(["file-root:/last"]);
+  });
+
+  test("FetchSecrets: OK with no message; a refused call never asks for its secrets; a caller gone aborts with a reason", async () => {
+    const s = await setup();
+    const c = s.client();
+    const ok = await fetch(c, ["ROOTCA"]);
+    expect(ok.status).toMatchObject({ code: grpc.status.OK, details: "" });
+    const two = c.makeClientStreamRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, () => {});
+    two.on("error", () => {});
+    const twoStatus = new Promise<grpc.StatusObject>((resolve) => two.on("status", resolve));
+    two.write(sotwRequest(["file-root:/refused"]));
+    two.write(sotwRequest(["file-root:/refused"]));
+    two.write(sotwRequest(["file-root:/refused"]));
+    two.end();
+    expect((await twoStatus).code).toBe(grpc.status.UNIMPLEMENTED);
+    // Sentinel: a later call on the same connection is answered after the refused call's end was read.
+    expect((await fetch(c, ["file-root:/after"])).res?.names).toEqual(["file-root:/after"]);
+    expect(s.secrets.asked).not.toContain("file-root:/refused");
+    const hang = c.makeUnaryRequest(`/${SDS_SERVICE}/FetchSecrets`, pass, pass, sotwRequest(["file-root:/hang-fetch"]), () => {});
+    await until(() => s.secrets.signals.some((x) => x.name === "file-root:/hang-fetch"), "the secret asked for");
+    hang.cancel();
+    const sig = s.secrets.signals.find((x) => x.name === "file-root:/hang-fetch")!.signal;
+    await until(() => sig.aborted, "the abort");
+    expect((sig.reason as Error).message).toBe("FetchSecrets: the caller went away");
+  });
+});
+
+describe("sds-server: lifecycle details", () => {
+  test("prepare() loads the schema and resolves; close() before start is a no-op", async () => {
+    const s = await setup({}, false);
+    const p = s.server.prepare();
+    expect(p).toBeInstanceOf(Promise);
+    expect(await p).toBeUndefined();
+    await s.server.close();
+    expect(s.secrets.unsubscribed).toBe(0);
+  });
+
+  test("under --log_as_json the listening line carries the path; a malformed request's line its connection id", async () => {
+    const s = await setup({}, true, true);
+    const listening = s.jsonLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => String(j.msg).startsWith("SDS server listening"));
+    expect(listening?.path).toBe(s.socket);
+    const b = stream(s.client());
+    b.call.write(Buffer.from([0x1a, 0x7f, 0x41]));
+    await b.ended();
+    const warn = s.jsonLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => String(j.msg).startsWith("SDS: malformed request"));
+    expect(String(warn?.conn)).toMatch(/^[0-9a-f]{8}$/);
   });
 });
