@@ -6,11 +6,11 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FileLimitError } from "../../src/lib/boundedfile.ts";
-import { memoryLogger } from "../../src/lib/log.ts";
+import { LogSink, memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry, type Registry } from "../../src/lib/metrics.ts";
 import { SdsError } from "../../src/sds/errors.ts";
 import { readCertPair, readRootBundle, withFileRetry } from "../../src/sds/files.ts";
@@ -283,10 +283,11 @@ interface FilesRig {
 
 const DEBOUNCE = 50;
 
-function filesRig(): FilesRig {
+function filesRig(jsonLines?: string[]): FilesRig {
   const clock = new FakeClock();
   const reg = newRegistry();
   const log = memoryLogger();
+  if (jsonLines) log.log = new LogSink({ outputLevels: "all:debug", json: true, write: (l) => jsonLines.push(l) }).logger();
   const updates: string[] = [];
   const files = new FileSecrets({
     log: log.log,
@@ -399,6 +400,16 @@ describeRequiring(OPENSSL, "sds-files: file secrets (cache, shared reads, re-rea
     expect(r.log.lines.filter((l) => l.includes("skipped"))).toHaveLength(1);
   });
 
+  test("under --log_as_json the skipped-certificates warning carries the resource and the path", async () => {
+    const lines: string[] = [];
+    const r = filesRig(lines);
+    const d = tmp();
+    writeFileSync(join(d, "ca.pem"), BAD_CERT + pki.c.chain);
+    await r.files.root("file-root:r", join(d, "ca.pem"));
+    const warn = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => String(j.msg).includes("skipped"));
+    expect(warn).toMatchObject({ resource: "file-root:r", path: join(d, "ca.pem") });
+  });
+
   test("a change is re-read and pushed once, with the new expiry and a line naming the files", async () => {
     const r = filesRig();
     const d = tmp();
@@ -428,6 +439,10 @@ describeRequiring(OPENSSL, "sds-files: file secrets (cache, shared reads, re-rea
     await r.settle();
     await until(() => r.updates.includes("file-root:r"), "the root's push");
     expect(r.updates).toEqual(["file-root:r"]);
+    // A root has no expiry to export, before or after its change.
+    expect((await metricLines(r.reg, "istio_agent_cert_expiry_seconds")).map((l) => l.split("}")[0])).toEqual([
+      'istio_agent_cert_expiry_seconds{resource_name="file-cert:p"',
+    ]);
   });
 
   test("half-swapped (a file missing): nothing read or counted until the swap completes", async () => {
@@ -543,6 +558,22 @@ describeRequiring(OPENSSL, "sds-files: file secrets (cache, shared reads, re-rea
   });
 });
 
+/** Inodes (hex) of everything this process watches with inotify, as the kernel lists them in /proc/self/fdinfo. */
+function inotifyInodes(): string[] {
+  const out: string[] = [];
+  for (const fd of readdirSync("/proc/self/fdinfo")) {
+    let text = "";
+    try {
+      text = readFileSync(`/proc/self/fdinfo/${fd}`, "utf8");
+    } catch {
+      continue; // closed meanwhile
+    }
+    for (const m of text.matchAll(/^inotify wd:[0-9a-f]+ ino:([0-9a-f]+) /gm)) out.push(m[1]!);
+  }
+  return out.sort();
+}
+const inode = (path: string) => statSync(path).ino.toString(16);
+
 /** A watcher on its own manual clock, recording what it reports. */
 function watcherRig() {
   const clock = new FakeClock();
@@ -647,10 +678,55 @@ describe("CertFileWatcher: directories, links, debounce", () => {
     expect(r.changes).toEqual([]);
   });
 
-  test("a directory that cannot be watched is reported with the directory", () => {
+  test("the kernel's watches: the link's directory, plus its target's unless a subdirectory or a system directory; none after close", async () => {
+    const base = tmp();
+    // [case, link target, the directory the link is in (a new one when omitted), target's directory watched]
+    const cases: [string, string, string | undefined, boolean][] = [
+      ["sibling directory", join(base, "certs-data", "ca.pem"), join(base, "certs"), true],
+      ["subdirectory", join(base, "certs", "..data", "ca.pem"), join(base, "certs"), false],
+      ["/tmp", join(tmpdir(), `mutants-sds-files-${process.pid}.pem`), undefined, false],
+      ["/etc", "/etc/passwd", undefined, false],
+      ["/var", "/var/log", undefined, false],
+      ["/usr", "/usr/lib", undefined, false],
+      ["/", "/etc", undefined, false],
+    ];
+    mkdirSync(join(base, "certs-data"));
+    mkdirSync(join(base, "certs", "..data"), { recursive: true });
+    writeFileSync(join(base, "certs-data", "ca.pem"), "1");
+    writeFileSync(join(base, "certs", "..data", "ca.pem"), "1");
+    writeFileSync(cases[2]![1], "1");
+    closers.push(() => rmSync(cases[2]![1], { force: true }));
+    // Bun registers and removes watches on its watcher thread, in order: a sentinel watch added
+    // last, once listed, shows that every earlier request has been carried out.
+    const settled = async (): Promise<string[]> => {
+      const s = mkdtempSync(join(base, "sentinel-"));
+      const sentinel = watcherRig();
+      sentinel.w.add(join(s, "x"));
+      await until(() => inotifyInodes().includes(inode(s)), "the sentinel's watch", 3000);
+      const list = inotifyInodes().filter((x) => x !== inode(s));
+      sentinel.w.close();
+      return list;
+    };
+    const before = await settled();
+    for (const [i, [what, target, dir, watched]] of cases.entries()) {
+      const links = dir ?? mkdtempSync(join(base, "links-"));
+      symlinkSync(target, join(links, `ca-${i}.pem`));
+      const r = watcherRig();
+      r.w.add(join(links, `ca-${i}.pem`));
+      const added = (await settled()).filter((x) => !before.includes(x));
+      const want = [inode(links), ...(watched ? [inode(join(target, ".."))] : [])];
+      expect(`${what}: ${added.sort().join(" ")}`).toBe(`${what}: ${want.sort().join(" ")}`);
+      r.w.close();
+      expect((await settled()).filter((x) => added.includes(x))).toEqual([]);
+    }
+  });
+
+  test("a directory that cannot be watched is reported with the directory; close after it is fine", () => {
     const d = tmp();
     const r = watcherRig();
     r.w.add(join(d, "gone", "ca.pem"));
+    r.w.add(join(d, "gone", "key.pem"));
+    expect(() => r.w.close()).not.toThrow();
     expect(r.errors).toHaveLength(1);
     expect(r.errors[0]!.startsWith(`${join(d, "gone")}: `)).toBe(true);
     expect(r.errors[0]).toContain("ENOENT");
