@@ -142,10 +142,12 @@ export const AREAS: Record<string, Area> = {
     tests: ["test/sds/server.test.ts", "test/sds/server-h2.test.ts", "test/sds/mutants-sds-server.test.ts"],
   },
   // File-backed secrets: bounded reads of key/chain pairs and root bundles, the retry loop, the
-  // shared read and its abort, the directory watch and its debounce (manual clock, real files).
+  // shared read and its abort, the directory watch and its debounce (manual clock, real files). A
+  // mutant that leaves a wait pending fails at bun's 5 s test timeout, not Stryker's 30 s.
   "sds-files": {
     mutate: ["src/sds/files.ts", "src/sds/filesecrets.ts", "src/sds/watcher.ts"],
     tests: ["test/sds/files.test.ts", "test/sds/abort.test.ts", "test/sds/mutants-sds-files.test.ts"],
+    testTimeoutMs: 5000,
   },
   // The upstream dial (plaintext or TLS: ALPN, roots, client certificate, server name or IP SAN,
   // compliance policy) and gRPC status parsing, against local TLS servers with openssl's certificates.
