@@ -293,6 +293,8 @@ function putVarint(out: Uint8Array, pos: number, n: number): number {
 export class MessageWriter {
   private readonly heads: number[] = [];
   private readonly bodies: (Uint8Array | MessageWriter)[] = [];
+  /** Each body's length when it was added (a nested writer must not change afterwards). */
+  private readonly lengths: number[] = [];
   private total = 0;
 
   /** Length-delimited field `no` with these bytes (a string is UTF-8 encoded). */
@@ -300,7 +302,10 @@ export class MessageWriter {
     return this.add(no, typeof data === "string" ? Buffer.from(data, "utf8") : data);
   }
 
-  /** Embedded message field `no` (written even when empty: presence is what a oneof member says). */
+  /**
+   * Embedded message field `no`, complete when added (written even when empty: presence is what a
+   * oneof member says).
+   */
   message(no: number, m: MessageWriter): this {
     return this.add(no, m);
   }
@@ -314,6 +319,7 @@ export class MessageWriter {
     const tag = no * 8 + WIRE_LEN;
     this.heads.push(tag);
     this.bodies.push(body);
+    this.lengths.push(body.length);
     this.total += varintSize(tag) + varintSize(body.length) + body.length;
     return this;
   }
@@ -329,6 +335,7 @@ export class MessageWriter {
     let p = pos;
     for (let i = 0; i < this.heads.length; i++) {
       const body = this.bodies[i]!;
+      if (body.length !== this.lengths[i]) throw new WireError(`message writer miscounted: field ${Math.floor(this.heads[i]! / 8)} changed after it was added`);
       p = putVarint(out, p, this.heads[i]!);
       p = putVarint(out, p, body.length);
       if (body instanceof MessageWriter) p = body.writeTo(out, p);

@@ -12,7 +12,15 @@ import statusProto from "../../proto/xds-rpc-status.proto" with { type: "text" }
 // The same discovery schema the xDS relay uses.
 import sdsProto from "../../proto/discovery.proto" with { type: "text" };
 import { checkedInput } from "../lib/protobuf-input.ts";
-import { encodeSecret, sdsWireCodec, type DeltaDiscoveryRequest, type DeltaResource, type DiscoveryRequest, type SdsServerCodec, type SecretResource } from "./wire.ts";
+import {
+  encodeSecret,
+  sdsWireCodec,
+  type DeltaDiscoveryRequest,
+  type DeltaResource,
+  type DiscoveryRequest,
+  type SdsServerCodec,
+  type SecretResource,
+} from "./wire.ts";
 
 export { SECRET_TYPE_URL, type DeltaDiscoveryRequest, type DeltaResource, type DiscoveryRequest, type SecretResource } from "./wire.ts";
 

@@ -24,7 +24,7 @@ import { UnixGrpcServer, type GrpcMethod } from "../xds/grpcserver.ts";
 import type { H2Stream } from "../xds/h2/stream.ts";
 import { Code } from "../xds/types.ts";
 import { SdsError } from "./errors.ts";
-import type { SdsServerCodec as SdsCodec } from "./wire.ts";
+import type { DiscoveryRequest, SdsServerCodec as SdsCodec } from "./wire.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 
 export const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
@@ -220,8 +220,14 @@ export class SdsServer {
   }
 
   private async fetchSecrets(codec: SdsCodec, call: GrpcServerCall, bytes: Buffer, signal: AbortSignal): Promise<void> {
+    let req: DiscoveryRequest;
     try {
-      const req = codec.decodeRequest(bytes);
+      req = codec.decodeRequest(bytes);
+    } catch (e) {
+      // As on the streaming methods: the caller sent something malformed.
+      return call.finish({ code: Code.INVALID_ARGUMENT, message: `malformed discovery request: ${errorMessage(e)}` });
+    }
+    try {
       if (req.resourceNames.length === 0) return call.finish({ code: Code.INVALID_ARGUMENT, message: "FetchSecrets: no resource_names" });
       const ctx = this.ctx(codec);
       const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], signal);

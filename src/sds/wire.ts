@@ -209,7 +209,9 @@ export function encodeSecret(s: SecretResource): Buffer {
   const w = new MessageWriter();
   if (s.name !== "") w.bytes(SECRET.name, s.name);
   if (s.kind === "tls") {
-    const cert = new MessageWriter().message(TLS_CERT.certificateChain, inlineBytes(s.certificateChain)).message(TLS_CERT.privateKey, inlineBytes(s.privateKey));
+    const cert = new MessageWriter()
+      .message(TLS_CERT.certificateChain, inlineBytes(s.certificateChain))
+      .message(TLS_CERT.privateKey, inlineBytes(s.privateKey));
     w.message(SECRET.tlsCertificate, cert);
   } else {
     const vc = new MessageWriter().message(VALIDATION.trustedCa, inlineBytes(s.trustedCa));
