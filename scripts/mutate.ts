@@ -136,10 +136,10 @@ export const AREAS: Record<string, Area> = {
     tests: ["test/sds/server.test.ts", "test/sds/wire.test.ts", "test/sds/abort.test.ts", "test/sds/mutants-streams.test.ts"],
   },
   // The SDS service on the shared gRPC server (methods, per-stream wiring, FetchSecrets, the lazy
-  // schema), through the socket tests: grpc-js, node:http2 and raw-frame clients (a second a run).
+  // codec), through the socket tests: grpc-js, node:http2 and raw-frame clients (seconds a run).
   "sds-server": {
     mutate: ["src/sds/server.ts"],
-    tests: ["test/sds/server.test.ts", "test/sds/server-h2.test.ts", "test/sds/mutants-sds-server.test.ts"],
+    tests: ["test/sds/server.test.ts", "test/sds/server-h2.test.ts", "test/sds/server-wire.test.ts", "test/sds/mutants-sds-server.test.ts"],
   },
   // File-backed secrets: bounded reads of key/chain pairs and root bundles, the retry loop, the
   // shared read and its abort, the directory watch and its debounce (manual clock, real files). A
