@@ -341,7 +341,8 @@ export class LocalXdsServer implements Component {
         call.finish({ code: Code.INVALID_ARGUMENT, message: `local xDS: cannot decode request: ${errorMessage(e)}` });
       }
     };
-    // Before the first good load, requests wait (in order) rather than see an empty world.
+    // Before the first good load, requests wait (in order) rather than see an empty world; the
+    // client's window is not credited meanwhile, so what waits is bounded by it.
     let waiting: Buffer[] | undefined;
     readRequests(stream, call, MAX_REQUEST_BYTES, {
       onMessage: (b) => {
@@ -349,9 +350,11 @@ export class LocalXdsServer implements Component {
         if (this.loadedOnce && !waiting) return handle(b);
         if (!waiting) {
           waiting = [];
+          call.pause();
           void this.loaded().then(() => {
             const queued = waiting!;
             waiting = undefined;
+            if (!blocked) call.resume();
             for (const q of queued) if (this.streams.has(live)) handle(q);
           });
         }
