@@ -40,6 +40,14 @@ export function createLocalSide(
   return { upstream, describe: upstream.describe, component: server };
 }
 
+/**
+ * The dial's "no answer" limit toward the local server (istiod's is 5 s). The server is in this
+ * process, bound before the relay can dial: no answer can only mean this process's event loop is
+ * held (certificate generation under emulation has held it for seconds), and a timer that fires
+ * after such a stall fires before the answer waiting on the socket is read.
+ */
+const LOCAL_CONNECT_TIMEOUT_MS = 60_000;
+
 /** Request bytes a stream may hold before the local server has loaded, before write() asks the relay to wait. */
 const HELD_BYTES_LIMIT = 256 * 1024;
 
@@ -48,7 +56,8 @@ const HELD_BYTES_LIMIT = 256 * 1024;
  * start). Not before: the first load (schemas, file) runs on the agent's one event loop, and under
  * emulation or load it has taken longer than the dial's 5 s "no answer" timer, which then fired
  * the moment the loop was free, before the server's answer already waiting on the socket was read,
- * failing the stream. Requests the relay writes meanwhile are held (copied) and sent in order.
+ * failing the stream (and see LOCAL_CONNECT_TIMEOUT_MS). Requests the relay writes meanwhile are
+ * held (copied) and sent in order.
  */
 class LocalUpstream implements Upstream {
   private inner: IstiodUpstream | undefined;
@@ -64,7 +73,8 @@ class LocalUpstream implements Upstream {
   private istiod(): IstiodUpstream {
     if (!this.inner) {
       const proxyConfig = { ...this.cfg.proxyConfig, discoveryAddress: this.server.address(), controlPlaneAuthPolicy: "NONE" };
-      this.inner = new IstiodUpstream(dialConfigFrom({ ...this.cfg, proxyConfig }, nodeFiles));
+      const dial = dialConfigFrom({ ...this.cfg, proxyConfig }, nodeFiles);
+      this.inner = new IstiodUpstream({ ...dial, connectTimeoutMs: LOCAL_CONNECT_TIMEOUT_MS });
     }
     return this.inner;
   }

@@ -1,8 +1,9 @@
 // The relay's side of local mode (createLocalSide): the upstream dials the in-process local server
-// over loopback only once the file has loaded, holding what the relay writes until then. The
-// regression it guards: a first load that holds the event loop longer than the dial's 5 s "no
-// answer" timer (seen under qemu: 10 s) used to fail the relay's stream UNAVAILABLE as soon as the
-// loop was free, before the server's answer waiting on the socket was read.
+// over loopback only once the file has loaded, holding what the relay writes until then, and its
+// "no answer" limit is not istiod's 5 s. The regression it guards: a stall of the event loop longer
+// than that timer (the first load under qemu: 10 s; certificate generation) used to fail the
+// relay's stream UNAVAILABLE as soon as the loop was free, before the server's answer waiting on
+// the socket was read.
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -84,6 +85,28 @@ test("a first load that holds the event loop past the dial's 5 s timer: the rela
     const r = decodeAs(envoy, "envoy.service.discovery.v3.DiscoveryResponse", body.subarray(5, 5 + body.readUInt32BE(1)));
     expect([r.type_url, r.resources.length]).toEqual([LDS, 1]);
     stream.close();
+  } finally {
+    await s.stop();
+  }
+}, 30_000);
+
+test("a stall of the event loop right after the dial (the load long done) does not fail the relay's stream either", async () => {
+  const s = await side();
+  try {
+    s.release();
+    const warm = s.open(); // the load has happened once this one is answered
+    warm.stream.write(framedLds());
+    await until(() => warm.ev.data.length > 0, 10_000, "the first stream's answer");
+    const { stream, ev } = s.open();
+    stream.write(framedLds());
+    await Bun.sleep(0); // the dial starts (after the load's promise, a microtask)
+    const end = performance.now() + 5_300; // certificate generation under qemu held the loop as long
+    while (performance.now() < end);
+    await until(() => ev.data.length > 0 || ev.closed !== undefined, 15_000, "an answer or a close");
+    expect(ev.closed).toBeUndefined();
+    expect(ev.connected).toBe(true);
+    stream.close();
+    warm.stream.close();
   } finally {
     await s.stop();
   }
