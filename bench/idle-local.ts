@@ -128,7 +128,9 @@ export async function run(): Promise<string> {
       "",
       "| build | local mode | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
       "|---|---|---|---|---|",
-      ...runs.map((r, i) => `| ${r.label} | ${r.shape} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`),
+      ...runs.map(
+        (r, i) => `| ${r.label} | ${r.shape} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`,
+      ),
       "",
     ].join("\n");
   } finally {

@@ -32,13 +32,17 @@ function req(o: Record<string, unknown>): Buffer {
 function clusters(b: Uint8Array): { names: string[]; timeouts: number[] } {
   const r = decodeAs(envoy, "envoy.service.discovery.v3.DiscoveryResponse", b);
   const cs = (r.resources ?? []).map((a: { value: Uint8Array }) => decodeAs(envoy, "envoy.config.cluster.v3.Cluster", a.value));
-  return { names: cs.map((c: { name: string }) => c.name), timeouts: cs.map((c: { connect_timeout?: { seconds?: number } }) => c.connect_timeout?.seconds ?? 0) };
+  return {
+    names: cs.map((c: { name: string }) => c.name),
+    timeouts: cs.map((c: { connect_timeout?: { seconds?: number } }) => c.connect_timeout?.seconds ?? 0),
+  };
 }
 
 /** `n` STATIC clusters (about 70 bytes each encoded) with the same connect timeout. */
 function manyClusters(n: number, timeoutSeconds: number): string {
   const lines = ["clusters:"];
-  for (let i = 0; i < n; i++) lines.push(`  - { name: cluster-${String(i).padStart(6, "0")}-${"x".repeat(40)}, type: STATIC, connect_timeout: ${timeoutSeconds}s }`);
+  for (let i = 0; i < n; i++)
+    lines.push(`  - { name: cluster-${String(i).padStart(6, "0")}-${"x".repeat(40)}, type: STATIC, connect_timeout: ${timeoutSeconds}s }`);
   return lines.join("\n") + "\n";
 }
 
@@ -114,7 +118,10 @@ test("a request over 4 MiB ends its stream RESOURCE_EXHAUSTED (grpc's receive li
     // A DiscoveryRequest of exactly 4 MiB: the type URL, then version_info padded to the limit.
     const base = req({ type_url: CDS });
     const pad = 4 * 1024 * 1024 - base.length - 1 - 4; // field 1 tag + a 4-byte varint length
-    const version = Buffer.concat([Buffer.from([0x0a, 0x80 | (pad & 0x7f), 0x80 | ((pad >> 7) & 0x7f), 0x80 | ((pad >> 14) & 0x7f), pad >> 21]), Buffer.alloc(pad, 0x76)]);
+    const version = Buffer.concat([
+      Buffer.from([0x0a, 0x80 | (pad & 0x7f), 0x80 | ((pad >> 7) & 0x7f), 0x80 | ((pad >> 14) & 0x7f), pad >> 21]),
+      Buffer.alloc(pad, 0x76),
+    ]);
     const exact = Buffer.concat([version, base]);
     expect(exact.length).toBe(4 * 1024 * 1024);
     at.call.write(exact);
@@ -215,7 +222,7 @@ test("a client that stops reading: pushes are not queued behind what it has not 
     st.handlers = { onData: (c) => (bytes = Buffer.concat([bytes, c])) };
     const messages = () => {
       const out: Buffer[] = [];
-      for (let at = 0; at + 5 <= bytes.length; ) {
+      for (let at = 0; at + 5 <= bytes.length;) {
         const len = bytes.readUInt32BE(at + 1);
         if (at + 5 + len > bytes.length) break;
         out.push(bytes.subarray(at + 5, at + 5 + len));

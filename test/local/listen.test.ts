@@ -77,7 +77,9 @@ test("an address in use is refused, naming it and the cause", async () => {
   const port = (taken.address() as { port: number }).port;
   try {
     const s = createLocalXdsServer({ path: file, listen: `127.0.0.1:${port}`, log: memoryLogger().log, pollMs: 0 });
-    await expect(s.start(new AbortController().signal)).rejects.toThrow(new RegExp(`^local xDS: cannot listen on 127\\.0\\.0\\.1:${port}: .*(EADDRINUSE|in use)`, "i"));
+    await expect(s.start(new AbortController().signal)).rejects.toThrow(
+      new RegExp(`^local xDS: cannot listen on 127\\.0\\.0\\.1:${port}: .*(EADDRINUSE|in use)`, "i"),
+    );
   } finally {
     taken.close();
   }
