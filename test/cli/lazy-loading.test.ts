@@ -159,7 +159,9 @@ test("iptables --dry-run: none of the proxy's code", async () => {
     expect(under(mods, dir).filter((m) => !MAIN_ENVOY_LAUNCHER.includes(m))).toEqual([]);
 }, 30_000);
 
-test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the SDS server loads no grpc-js", async () => {
+// The SDS server reads and writes its messages at the wire level (src/sds/wire.ts): a sidecar that
+// has answered Envoy's StreamSecrets has loaded no protobuf schema library either.
+test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the SDS server loads no grpc-js or protobufjs", async () => {
   const envoy = join(dir, "envoy-sleep");
   writeFileSync(envoy, "#!/bin/sh\nexec sleep 600\n", { mode: 0o755 });
   let answered = "";
@@ -207,7 +209,10 @@ test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the 
   expect(answered).toBe("default");
   expect(mods).toContain("src/sds/server.ts");
   expect(mods).toContain("src/xds/grpcserver.ts");
+  expect(mods).toContain("src/sds/wire.ts");
   expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
+  expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
+  expect(mods).not.toContain("src/sds/proto.ts");
 }, 30_000);
 
 // Local mode's ADS server runs on the agent's own HTTP/2 gRPC server: an agent that has served an
