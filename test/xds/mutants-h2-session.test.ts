@@ -6,10 +6,10 @@
 // where a test is about time (keepalive, the close grace, the GOAWAY linger), so nothing sleeps.
 // Expected values are RFC 9113 literals (frame types, flags, error codes, SETTINGS ids, windows).
 
-import { afterEach, describe, expect, jest, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
+import { ManualClock } from "../../src/lib/clock.ts";
 import { HpackDecoder, type HeaderList } from "../../src/xds/h2/hpack.ts";
 import { H2Error, H2Session, type H2SessionOptions, type H2Stream } from "../../src/xds/h2/session.ts";
-import type { H2Transport, H2TransportEvents } from "../../src/xds/h2/transport.ts";
 import {
   CLIENT_PREFACE,
   E,
@@ -18,6 +18,7 @@ import {
   GRPC_REQUEST,
   S,
   SETTINGS_ACK,
+  ScriptedTransport,
   T,
   headersFrame,
   literalBlock,
@@ -29,45 +30,6 @@ import {
   windowUpdate,
   type RawFrame,
 } from "./h2-support.ts";
-
-/** A transport the test drives: takes up to `room` bytes, records end/shutdown/destroy, hands events on. */
-class ScriptedTransport implements H2Transport {
-  readonly retainsWrites = true;
-  destroyed = false;
-  ended = false;
-  /** Bytes the "socket" still takes before it reports full. */
-  room = Infinity;
-  readonly calls: string[] = [];
-  private bytes: Buffer[] = [];
-  ev!: H2TransportEvents;
-
-  write(data: Uint8Array): number {
-    const n = Math.min(data.length, this.room);
-    if (n > 0) this.bytes.push(Buffer.from(data.subarray(0, n)));
-    this.room -= n;
-    return n;
-  }
-  /** Idempotent, as both real transports' end is (a node socket ignores a second end()). */
-  end(): void {
-    if (!this.ended) this.calls.push("end");
-    this.ended = true;
-  }
-  shutdown(): void {
-    this.calls.push("shutdown");
-    this.ended = true;
-  }
-  destroy(): void {
-    this.calls.push("destroy");
-    this.destroyed = true;
-  }
-  listen(ev: H2TransportEvents): void {
-    this.ev = ev;
-  }
-  /** Everything written so far, as one buffer. */
-  written(): Buffer {
-    return Buffer.concat(this.bytes);
-  }
-}
 
 interface Rec {
   st: H2Stream;
@@ -95,6 +57,7 @@ function record(st: H2Stream): Rec {
 /** A session on a scripted transport; `out()` flushes and returns the frames written since the last call. */
 function rig(role: "client" | "server", opts: Partial<H2SessionOptions> = {}) {
   const t = new ScriptedTransport();
+  const clock = new ManualClock();
   const closes: (H2Error | undefined)[] = [];
   const streams: Rec[] = [];
   const goaways: [number, number, string][] = [];
@@ -102,6 +65,7 @@ function rig(role: "client" | "server", opts: Partial<H2SessionOptions> = {}) {
     onStream: (st) => streams.push(record(st)),
     onClose: (e) => closes.push(e),
     onGoaway: (code, last, debug) => goaways.push([code, last, debug]),
+    clock,
     ...opts,
     role,
   });
@@ -120,7 +84,7 @@ function rig(role: "client" | "server", opts: Partial<H2SessionOptions> = {}) {
     return fresh;
   };
   const feed = (...b: Buffer[]) => t.ev.data(Buffer.concat(b));
-  return { t, s, out, feed, closes, streams, goaways };
+  return { t, s, out, feed, closes, streams, goaways, clock };
 }
 
 /** A server rig past the client preface and SETTINGS exchange; its own preface frames consumed. */
@@ -155,10 +119,7 @@ function untilSentinel(fs: RawFrame[]): RawFrame[] {
   return fs.slice(0, i);
 }
 const bytes = (n: number, fill: number) => Buffer.alloc(n, fill);
-
-afterEach(() => {
-  jest.useRealTimers();
-});
+const responseEnd = (id: number) => rawFrame(T.HEADERS, F.END_HEADERS | F.END_STREAM, id, literalBlock([[":status", "200"]]));
 
 describe("closing on a full socket", () => {
   test("close() while the socket takes nothing: the GOAWAY goes out on drain, then the socket is ended", () => {
@@ -282,7 +243,6 @@ describe("construction: the SETTINGS and WINDOW_UPDATE we open with", () => {
   });
 
   test("a server's resetBudget: the burst is allowed, the reset past it is GOAWAY ENHANCE_YOUR_CALM (fake clock: no refill)", () => {
-    jest.useFakeTimers();
     const { feed, out } = serverUp({ resetBudget: { burst: 2, perSecond: 1 } });
     feed(headersFrame(1), rst(1, E.CANCEL), headersFrame(3), rst(3, E.CANCEL), ping(PING_SENTINEL));
     expect(untilSentinel(out()).filter((f) => f.type === T.GOAWAY)).toEqual([]);
@@ -369,14 +329,13 @@ describe("the transport's end and close", () => {
     expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
-  test("after our GOAWAY the transport lingers 1 s for the peer's end, then is destroyed (fake clock)", () => {
-    jest.useFakeTimers();
-    const { t, feed } = rig("server");
+  test("after our GOAWAY the transport lingers 1 s for the peer's end, then is destroyed (ManualClock)", () => {
+    const { t, feed, clock } = rig("server");
     feed(Buffer.from("GET / HTTP/1.1\r\n\r\n"));
     expect(t.calls).toEqual(["shutdown"]);
-    jest.advanceTimersByTime(999);
+    clock.advance(999);
     expect(t.calls).toEqual(["shutdown"]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
@@ -510,8 +469,8 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(goawayOf(out()[0]!)).toEqual({ last: 0, code: E.ENHANCE_YOUR_CALM, debug: "calm down" });
   });
 
-  test("close(0): every stream not ended on our side is reset with CANCEL; then the socket is ended", () => {
-    const { s, out, t } = clientUp();
+  test("client close(0): every stream not ended on our side is reset with CANCEL; the socket is ended once the rest are answered", () => {
+    const { s, out, t, feed } = clientUp();
     const done = record(s.request(GRPC_REQUEST, true));
     const open = record(s.request(GRPC_REQUEST));
     const busy = record(s.request(GRPC_REQUEST));
@@ -524,11 +483,22 @@ describe("close(): GOAWAY and the grace period", () => {
       [T.RST_STREAM, 5, E.CANCEL],
     ]);
     expect([open.closed, busy.closed, done.closed]).toEqual([1, 1, 0]);
+    expect(t.calls).toEqual([]); // stream 1's answer is still to come: a server may drop it once our side ends
+    feed(responseEnd(1));
+    expect([done.ended, done.closed, done.resets]).toEqual([1, 1, []]);
+    expect(t.calls).toEqual(["end"]);
+  });
+
+  test("server close(0): a stream that sent all it had does not hold the socket open for the client's half", () => {
+    const { s, feed, t, streams } = serverUp();
+    feed(headersFrame(1));
+    streams[0]!.st.respond([[":status", "200"]], true);
+    s.close(0);
     expect(t.calls).toEqual(["end"]);
   });
 
   test("close(grace > 0): open streams carry on; the socket is ended once the last one has ended", () => {
-    const { s, out, t } = clientUp();
+    const { s, out, t, feed } = clientUp();
     const r = record(s.request(GRPC_REQUEST));
     out();
     s.close(100);
@@ -540,33 +510,47 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(t.calls).toEqual([]);
     r.st.end();
     expect(out().map((f) => [f.type, f.flags, f.stream, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 1, 0]]);
+    expect(t.calls).toEqual([]);
+    feed(responseEnd(1));
     expect(t.calls).toEqual(["end"]);
   });
 
-  test("the grace timer: a stream still open at graceMs is cut (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s, feed, t, closes, streams } = serverUp();
+  test("client: a stream reset by the server while closing lets the socket end", () => {
+    const { s, t, feed } = clientUp();
+    record(s.request(GRPC_REQUEST, true));
+    s.close(5000);
+    feed(rst(1, E.CANCEL));
+    expect(t.calls).toEqual(["end"]);
+  });
+
+  test("client: no request() once closing", () => {
+    const { s } = clientUp();
+    s.close(5000);
+    expect(() => s.request(GRPC_REQUEST)).toThrow("connection closed");
+  });
+
+  test("the grace timer: a stream still open at graceMs is cut (ManualClock)", () => {
+    const { s, feed, t, closes, streams, clock } = serverUp();
     feed(headersFrame(1));
     s.close(5000);
-    jest.advanceTimersByTime(4999);
+    clock.advance(4999);
     expect(t.calls).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(t.calls).toEqual(["destroy"]);
     expect(closes).toEqual([undefined]);
     expect(streams[0]!.resets).toEqual([[E.INTERNAL_ERROR, "connection closed"]]);
   });
 
   test("the grace timer is at least 1 s: close(0) and close(200) destroy at 1000 ms; a stream that sent all it had is just released", () => {
-    jest.useFakeTimers();
     for (const grace of [0, 200]) {
-      const { s, feed, t, streams } = serverUp();
+      const { s, feed, t, streams, clock } = serverUp();
       feed(headersFrame(1));
       streams[0]!.st.respond([[":status", "200"]], true);
       s.close(grace);
       expect(t.calls).toEqual(["end"]);
-      jest.advanceTimersByTime(999);
+      clock.advance(999);
       expect(t.calls).toEqual(["end"]);
-      jest.advanceTimersByTime(1);
+      clock.advance(1);
       expect(t.calls).toEqual(["end", "destroy"]);
       expect([streams[0]!.closed, streams[0]!.resets]).toEqual([1, []]);
     }
@@ -624,33 +608,28 @@ describe("destroy()", () => {
     expect(t.calls).toEqual(["destroy"]);
   });
 
-  test("the keepalive timer stops with the session (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s } = clientUp({ keepalive: { intervalMs: 1000, timeoutMs: 1000 } });
-    expect(jest.getTimerCount()).toBe(1);
+  test("the keepalive timer stops with the session (ManualClock)", () => {
+    const { s, clock } = clientUp({ keepalive: { intervalMs: 1000, timeoutMs: 1000 } });
+    expect(clock.pendingMs()).toEqual([500]); // the SETTINGS wait ended with the ACK
     s.destroy();
-    expect(jest.getTimerCount()).toBe(0);
+    expect(clock.pending()).toBe(0);
   });
 });
 
-describe("keepalive (fake clock)", () => {
-  const ka = (intervalMs: number, timeoutMs: number) => {
-    jest.useFakeTimers();
-    jest.advanceTimersByTime(1000); // the session is not born at time 0
-    return clientUp({ keepalive: { intervalMs, timeoutMs } });
-  };
+describe("keepalive (ManualClock)", () => {
+  const ka = (intervalMs: number, timeoutMs: number) => clientUp({ keepalive: { intervalMs, timeoutMs } });
 
   test("PING (8 zero octets) after intervalMs of silence, not before; GOAWAY INTERNAL_ERROR timeoutMs later, not before; one PING only", () => {
-    const { out, closes } = ka(90, 60);
-    jest.advanceTimersByTime(89);
+    const { out, closes, clock } = ka(90, 60);
+    clock.advance(89);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     const p = out();
     expect(p.map((f) => [f.type, f.flags, f.stream])).toEqual([[T.PING, 0, 0]]);
     expect(p[0]!.payload.equals(Buffer.alloc(8))).toBe(true);
-    jest.advanceTimersByTime(59);
+    clock.advance(59);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     const fs = out();
     expect(kinds(fs)).toEqual([`7/0/0/${8 + "keepalive ping not answered within 60 ms".length}`]);
     expect(goawayOf(fs[0]!)).toEqual({ last: 0, code: E.INTERNAL_ERROR, debug: "keepalive ping not answered within 60 ms" });
@@ -658,20 +637,20 @@ describe("keepalive (fake clock)", () => {
   });
 
   test("the check runs at least every 10 ms: intervalMs 8 pings at 10 ms, not at 8", () => {
-    const { out } = ka(8, 8);
-    jest.advanceTimersByTime(9);
+    const { out, clock } = ka(8, 8);
+    clock.advance(9);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(out().map((f) => f.type)).toEqual([T.PING]);
   });
 
   test("anything received restarts the silence: a frame at 60 ms moves the PING from 90 to 150 ms", () => {
-    const { out, feed } = ka(90, 60);
-    jest.advanceTimersByTime(60);
+    const { out, feed, clock } = ka(90, 60);
+    clock.advance(60);
     feed(SETTINGS_ACK);
-    jest.advanceTimersByTime(89);
+    clock.advance(89);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(out().map((f) => f.type)).toEqual([T.PING]);
   });
 });
@@ -813,8 +792,10 @@ describe("DATA out under the peer's windows (pump)", () => {
   });
 
   test("the last DATA with END_STREAM lets a graceful close end the socket", () => {
-    const { s, feed, out, t } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 3]]);
-    const st = s.request(GRPC_REQUEST);
+    const { s, feed, out, t, streams } = serverUp({}, [[S.INITIAL_WINDOW_SIZE, 3]]);
+    feed(headersFrame(1, GRPC_REQUEST, F.END_HEADERS | F.END_STREAM));
+    const st = streams[0]!.st;
+    st.respond([[":status", "200"]]);
     st.write(bytes(5, 1));
     st.end();
     s.close(5000);
@@ -985,14 +966,13 @@ describe("closing: the last stream going away ends the socket; nothing is left b
     expect(t.calls).toEqual(["end"]);
   });
 
-  test("the grace timer is cleared once the transport has closed (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s, t } = serverUp();
+  test("the grace timer is cleared once the transport has closed (ManualClock)", () => {
+    const { s, t, clock } = serverUp();
     s.close(5000);
-    expect(jest.getTimerCount()).toBe(1);
+    expect(clock.pendingMs()).toEqual([5000]);
     t.destroyed = true;
     t.ev.close(undefined);
-    expect(jest.getTimerCount()).toBe(0);
+    expect(clock.pending()).toBe(0);
   });
 
   test("credit held by a paused stream that is then reset is never sent", () => {
