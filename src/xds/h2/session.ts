@@ -593,11 +593,12 @@ export class H2Session implements StreamHost {
 
   /**
    * Idle (RFC 9113 §5.1): a stream id neither side has used yet — above the last one the peer
-   * opened, or, among ids of our parity, one we have not opened (a server opens none).
+   * opened, or, among ids of our parity, one we have not opened (a server opens none: its
+   * nextStreamId stays 1, below every even id).
    */
   private isIdle(id: number): boolean {
     const ours = id % 2 === (this.o.role === "client" ? 1 : 0);
-    return ours ? id >= this.nextStreamId || this.o.role === "server" : id > this.lastPeerStream;
+    return ours ? id >= this.nextStreamId : id > this.lastPeerStream;
   }
 
   private onFrame(p: Buffer): void {
