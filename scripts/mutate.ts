@@ -52,7 +52,9 @@ export const AREAS: Record<string, Area> = {
       "test/xds/h2-session-raw.test.ts",
       "test/xds/hostile-client.test.ts",
       "test/xds/mutants-h2-session.test.ts",
+      "test/xds/mutants-h2-session-flow.test.ts",
       "test/xds/mutants-h2-session-frames.test.ts",
+      "test/xds/mutants-h2-session-states.test.ts",
     ],
   },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
