@@ -370,15 +370,28 @@ describe("a call (GrpcServerCall)", () => {
     expect(c.peer.seen.filter((f) => f.type === T.DATA)).toEqual([]);
   });
 
+  test("a finished call whose client then ends closes cleanly; the connection serves the next call", async () => {
+    const { h, calls } = callServer();
+    const c = await h.connect();
+    c.send(headersFrame(1, req()));
+    await c.headers(1);
+    calls[0]!.finish({ code: 0, message: "" });
+    await c.headers(1);
+    c.send(endStream(1), headersFrame(3, req()));
+    expect(await c.headers(3)).toEqual({ stream: 3, endStream: false, list: RESPONSE_HEADERS });
+    expect(h.server.connections).toBe(1);
+    expect(c.peer.seen.filter((f) => f.type === T.GOAWAY || f.type === T.RST_STREAM)).toEqual([]);
+  });
+
   test("grpc-message is percent-encoded: '%' and bytes outside 0x20-0x7e (as UTF-8), nothing else", async () => {
     const { h, calls } = callServer();
     const c = await h.connect();
     c.send(headersFrame(1, req()));
     await c.headers(1);
-    calls[0]!.finish({ code: 3, message: "a 100% $&~ é\n\t\x7f!" });
+    calls[0]!.finish({ code: 3, message: "a 100% $&~ é\n\t\x7f! 😀" });
     expect((await c.headers(1)).list).toEqual([
       ["grpc-status", "3"],
-      ["grpc-message", "a 100%25 $&~ %C3%A9%0A%09%7F!"],
+      ["grpc-message", "a 100%25 $&~ %C3%A9%0A%09%7F! %F0%9F%98%80"],
     ]);
   });
 
@@ -559,11 +572,36 @@ describe("whole requests (readRequests)", () => {
     c.send(data(1, lpm(Buffer.from("ok"))), data(1, lpm(Buffer.from("again"))), endStream(1));
     await c.sentinel();
     expect(events(1)).toEqual(["gone"]);
-    c.send(headersFrame(3, req()), data(3, lpm(Buffer.alloc(LIMIT + 1))), endStream(3));
-    await c.sentinel();
+    // Refused, then reset by the client (its side still open): onGone is not heard twice.
+    c.send(headersFrame(3, req()), data(3, lpm(Buffer.alloc(LIMIT + 1))));
+    await c.headers(3);
+    expect((await c.headers(3)).list[0]).toEqual(["grpc-status", "8"]);
     c.send(rst(3, E.CANCEL));
     await c.sentinel();
     expect(events(3)).toEqual(["gone"]);
+    // Refused on a compressed message, then the client's end between messages: no "end" either.
+    c.send(headersFrame(5, req()), data(5, lpm(Buffer.from("z"), true)));
+    await c.headers(5);
+    expect((await c.headers(5)).list[0]).toEqual(["grpc-status", "13"]);
+    c.send(data(5, lpm(Buffer.from("ok"))), endStream(5));
+    await c.sentinel();
+    expect(events(5)).toEqual(["gone"]);
+  });
+
+  test("the stream's handlers set before readRequests are kept", async () => {
+    const closes: number[] = [];
+    const h = start({
+      handler: (stream, path) => {
+        stream.handlers.onClose = () => closes.push(stream.id);
+        readRequests(stream, new GrpcServerCall(stream, path), LIMIT, { onMessage: () => {}, onEnd: () => {}, onGone: () => {} });
+      },
+    });
+    const c = await h.connect();
+    c.send(headersFrame(1, req()));
+    await c.headers(1);
+    c.send(rst(1, E.CANCEL));
+    await c.sentinel();
+    expect(closes).toEqual([1]);
   });
 
   test("a message after a refused one in the same DATA frame is not read", async () => {
@@ -640,5 +678,50 @@ describe("whole requests (readRequests)", () => {
     await until(() => dataOf(c.peer.seen, 1).length === 300 * 1024, 5000, "all the DATA");
     calls.get(1)!.finish({ code: 0, message: "" });
     expect((await c.headers(1)).list).toEqual([["grpc-status", "0"]]);
+  });
+});
+
+describe("close", () => {
+  test("close(): GOAWAY NO_ERROR naming the last stream, an unfinished call reset CANCEL, the socket file removed, no new connections", async () => {
+    const { h } = callServer();
+    const c = await h.connect();
+    c.send(headersFrame(1, req()));
+    await c.headers(1);
+    await h.server.close();
+    expect(await c.peer.goaway()).toEqual({ last: 1, code: E.NO_ERROR, debug: "" });
+    expect(await c.peer.rstCode(1)).toBe(E.CANCEL);
+    await c.peer.waitClosed();
+    expect(existsSync(h.path)).toBe(false);
+    const refused = await new Promise<string>((r) => net.connect(h.path).once("error", (e: NodeJS.ErrnoException) => r(e.code ?? "")));
+    expect(refused).toBe("ENOENT");
+    expect(h.server.connections).toBe(0);
+  });
+
+  test("close(grace): an open call may still finish; its trailers reach the client, then the connection ends", async () => {
+    const { h, calls } = callServer();
+    const c = await h.connect();
+    c.send(headersFrame(1, req()));
+    await c.headers(1);
+    let closed = false;
+    const closing = h.server.close(5000).then(() => (closed = true));
+    expect(await c.peer.goaway()).toEqual({ last: 1, code: E.NO_ERROR, debug: "" });
+    expect((await c.sentinel()).filter((f) => f.type === T.RST_STREAM)).toEqual([]);
+    expect(closed).toBe(false);
+    calls[0]!.write(lpm(Buffer.from("last")));
+    calls[0]!.finish({ code: 0, message: "" });
+    expect(await c.headers(1)).toEqual({ stream: 1, endStream: true, list: [["grpc-status", "0"]] });
+    expect(dataOf(c.peer.seen, 1)).toEqual(lpm(Buffer.from("last")));
+    await closing;
+    await c.peer.waitClosed();
+    expect(c.peer.seen.filter((f) => f.type === T.RST_STREAM)).toEqual([]);
+  });
+
+  test("close() with no connection, and with a client already gone, resolves and removes the socket", async () => {
+    const h = start();
+    const c = await h.connect();
+    c.peer.destroy();
+    await until(() => h.server.connections === 0, 5000, "the client to be forgotten");
+    await h.server.close();
+    expect(existsSync(h.path)).toBe(false);
   });
 });
