@@ -655,6 +655,18 @@ describe("whole requests (readRequests)", () => {
     expect(events(1)).toEqual(["msg 61", "gone"]);
   });
 
+  test("an error thrown by the sink is not turned into a gRPC status: only refusals end the call", async () => {
+    const { h } = readingServer(() => ({
+      onMessage: () => {
+        throw new Error("sink failure");
+      },
+    }));
+    const c = await h.connect();
+    c.send(headersFrame(1, req()), data(1, lpm(Buffer.from("a"))));
+    await c.headers(1);
+    expect((await c.sentinel()).filter((f) => f.stream === 1)).toEqual([]);
+  });
+
   test("a write that waited is resumed through the sink's onDrain", async () => {
     const { h, events, calls } = readingServer();
     const c = await h.connect({ settings: [[S.INITIAL_WINDOW_SIZE, 0]] });
