@@ -251,8 +251,9 @@ describe("request checks and routing", () => {
   test("a method other than POST with a gRPC content type is answered :status 405, ending the stream, never routed", async () => {
     const h = start();
     const c = await h.connect();
-    c.send(headersFrame(1, req(OK_PATH, { ":method": "GET" })));
+    c.send(headersFrame(1, req(OK_PATH, { ":method": "GET" })), headersFrame(3, req(OK_PATH, { ":method": "PUT", "content-type": "application/grpc+proto" })));
     expect(await c.headers(1)).toEqual({ stream: 1, endStream: true, list: [[":status", "405"]] });
+    expect(await c.headers(3)).toEqual({ stream: 3, endStream: true, list: [[":status", "405"]] });
     await c.sentinel();
     expect(h.routed).toEqual([]);
   });
@@ -690,6 +691,26 @@ describe("whole requests (readRequests)", () => {
     await until(() => dataOf(c.peer.seen, 1).length === 300 * 1024, 5000, "all the DATA");
     calls.get(1)!.finish({ code: 0, message: "" });
     expect((await c.headers(1)).list).toEqual([["grpc-status", "0"]]);
+    // Nothing went wrong on the connection: its close is clean (no line, as for any clean close).
+    c.send(endStream(1));
+    await c.sentinel();
+    c.peer.destroy();
+    await until(() => h.server.connections === 0, 5000, "the connection to close");
+    expect(h.lines.filter((l) => l.includes("connection closed"))).toEqual([]);
+  });
+});
+
+describe("the client's end", () => {
+  test('a client that half-closes its socket under an open call: the session hears the end ("closed by the peer")', async () => {
+    const { h } = callServer();
+    const c = await h.connect();
+    c.send(headersFrame(1, req()));
+    await c.headers(1);
+    c.peer.socket.end();
+    await until(() => h.server.connections === 0, 5000, "the connection to close");
+    expect(h.lines.filter((l) => l.includes("connection closed"))).toEqual([
+      expect.stringMatching(/\tdebug\tTEST connection closed: connection closed by the peer$/),
+    ]);
   });
 });
 
