@@ -31,6 +31,8 @@ export interface Layered {
   sources: Record<string, string>;
   /** Fields no ProxyConfig has, ignored (Istio ignores them silently; we say so). */
   unknownFields: string[];
+  /** The YAML parser's warnings, `<origin>: <warning>` (an unresolved tag is read as a string, as Go's yaml does). */
+  parseWarnings: string[];
 }
 
 /** Keys whose values are maps with user-chosen keys: never renamed. */
@@ -120,8 +122,8 @@ function normalise(value: unknown, origin: string, keyIsMap = false, depth = 0):
   return value;
 }
 
-/** Parse one layer's YAML/JSON text into a ProxyConfig fragment (or undefined for empty text). */
-export function parseLayer(input: LayerInput): Record<string, unknown> | undefined {
+/** Parse one layer's YAML/JSON text into a ProxyConfig fragment (or undefined for empty text); the parser's warnings go to `warnings`, named by origin. */
+export function parseLayer(input: LayerInput, warnings?: string[]): Record<string, unknown> | undefined {
   if (input.text.trim() === "") return undefined;
   // Refused before the parser sees it: parsing costs per level, and the text may be megabytes.
   // The layer's own mapping is level 1 of the text (2 in a mesh file, under defaultConfig), and
@@ -129,8 +131,10 @@ export function parseLayer(input: LayerInput): Record<string, unknown> | undefin
   const textLimit = MAX_LAYER_DEPTH + (input.meshConfig ? 1 : 0);
   if (yamlNestingDepth(input.text, textLimit) > textLimit) throw tooDeep(input.origin);
   let doc: unknown;
+  const parserWarnings: string[] = [];
   try {
-    doc = parseYamlOrJson(input.text, { prettyErrors: false });
+    doc = parseYamlOrJson(input.text, { prettyErrors: false }, parserWarnings);
+    for (const w of parserWarnings) warnings?.push(`${input.origin}: ${w}`);
   } catch (e) {
     const msg = errorMessage(e).split("\n")[0];
     throw new ConfigError(`${input.origin}: malformed YAML/JSON: ${msg}`);
@@ -157,8 +161,9 @@ export function layerProxyConfig(inputs: readonly LayerInput[]): Layered {
   const sources: Record<string, string> = {};
   for (const k of Object.keys(config)) sources[k] = "default";
   const unknownFields: string[] = [];
+  const parseWarnings: string[] = [];
   for (const input of inputs) {
-    const fragment = parseLayer(input);
+    const fragment = parseLayer(input, parseWarnings);
     if (!fragment) continue;
     for (const [key, value] of Object.entries(fragment)) {
       if (!PROXY_CONFIG_FIELDS.has(key)) {
@@ -184,7 +189,7 @@ export function layerProxyConfig(inputs: readonly LayerInput[]): Layered {
   if (sources.tracingServiceName && sources.tracingServiceName !== "default" && sources.serviceCluster === "default") {
     delete config.serviceCluster;
   }
-  return { config, sources, unknownFields };
+  return { config, sources, unknownFields, parseWarnings };
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

@@ -86,6 +86,7 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   }
   const layered = layerProxyConfig(layers);
   for (const u of layered.unknownFields) warnings.push(`${u}: unknown ProxyConfig field, ignored`);
+  warnings.push(...layered.parseWarnings);
   const pc = layered.config;
   const sources = layered.sources;
 

@@ -15,8 +15,16 @@ export function yamlLib(): typeof Yaml {
   return require("yaml") as typeof Yaml;
 }
 
-/** YAML 1.2 parse (`yaml.parse(text, options)`), with a JSON fast path giving the same value. */
-export function parseYamlOrJson(text: string, options?: Yaml.ParseOptions & Yaml.DocumentOptions & Yaml.SchemaOptions & Yaml.ToJSOptions): unknown {
+/**
+ * YAML 1.2 parse (`yaml.parse(text, options)`), with a JSON fast path giving the same value. With
+ * `warnings`, the parser's warnings (an unresolved tag, an ambiguous alias...) are added to it, each
+ * its first line, instead of going to `process.emitWarning` (stderr, outside the agent's log format).
+ */
+export function parseYamlOrJson(
+  text: string,
+  options?: Yaml.ParseOptions & Yaml.DocumentOptions & Yaml.SchemaOptions & Yaml.ToJSOptions,
+  warnings?: string[],
+): unknown {
   const t = text.trimStart();
   if (t.startsWith("{")) {
     let v: unknown;
@@ -27,7 +35,12 @@ export function parseYamlOrJson(text: string, options?: Yaml.ParseOptions & Yaml
     }
     if (v !== null && typeof v === "object" && !Array.isArray(v) && memberCount(t) === keyCount(v)) return v;
   }
-  return yamlLib().parse(text, options);
+  if (!warnings) return yamlLib().parse(text, options);
+  // yaml.parse() is parseDocument(), its warnings emitted, its first error thrown, then toJS().
+  const doc = yamlLib().parseDocument(text, options);
+  if (doc.errors.length > 0) throw doc.errors[0];
+  for (const w of doc.warnings) warnings.push(w.message.split("\n")[0]!.replace(/:$/, ""));
+  return doc.toJS(options);
 }
 
 /** Object members in JSON text: colons outside string literals (arrays have none). */

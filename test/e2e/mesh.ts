@@ -22,6 +22,7 @@ export const SPIFFE = "spiffe://cluster.local/ns/demo/sa/greeter-client";
 export class Relay {
   private readonly sockets = new Set<Socket>();
   private server!: Server;
+  private pendingCut: { left: number; done: () => void } | undefined;
   port = 0;
   constructor(public targetPort: number) {}
   async start(): Promise<this> {
@@ -32,6 +33,13 @@ export class Relay {
         s.on("error", () => {});
         s.on("close", () => (this.sockets.delete(s), down.destroy(), up.destroy()));
       }
+      up.on("data", (chunk: Buffer) => {
+        const p = this.pendingCut;
+        if (!p || (p.left -= chunk.length) > 0) return;
+        this.pendingCut = undefined;
+        this.cut();
+        p.done();
+      });
       down.pipe(up).pipe(down);
     });
     await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
@@ -40,6 +48,10 @@ export class Relay {
   }
   cut(): void {
     for (const s of this.sockets) s.destroy();
+  }
+  /** Drop every connection once `bytes` more have come from the target toward the client (istiod's side mid-message); resolves when cut. */
+  cutAfterBytes(bytes: number): Promise<void> {
+    return new Promise((done) => (this.pendingCut = { left: bytes, done }));
   }
   close(): void {
     this.cut();

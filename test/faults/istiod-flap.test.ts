@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 import { Relay } from "../e2e/mesh.ts";
@@ -18,6 +19,10 @@ import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 const LONG = process.env.FAULTS_LONG === "1";
 const CYCLES = LONG ? 10 : 6;
 const PHASE_MS = LONG ? 1000 : 400;
+/** The mid-message case's push: under Istio's 4 MiB default receive limit, cut after its first MiB. */
+const BIG = 3 * 1024 * 1024;
+const CUT_AFTER = 1024 * 1024;
+const bigSent = new Map<string, Buffer>();
 
 let work: string;
 let pki: TestPki;
@@ -38,11 +43,19 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "agent-faults-flap-"));
   pki = makeTestPki(join(work, "pki"));
   istiod = new FakeIstiod({ pki });
-  // Answer every request with the version it asks for (the test's sequence number).
+  // Answer every request with the version it asks for (the test's sequence number); a version
+  // starting "big" gets one BIG-byte resource, and what was sent is kept for the test to compare.
   istiod.onStream = (s) =>
     s.call.on("data", () => {
       const r = s.requests[s.requests.length - 1]!;
-      if (r.typeUrl === CDS) s.send({ typeUrl: CDS, versionInfo: r.versionInfo ?? "", resources: [] });
+      if (r.typeUrl !== CDS) return;
+      const v = r.versionInfo ?? "";
+      if (!v.startsWith("big")) return void s.send({ typeUrl: CDS, versionInfo: v, resources: [] });
+      const value = Buffer.alloc(BIG);
+      for (let i = 0; i + 4 <= BIG; i += 4) value.writeUInt32LE(i, i);
+      const bytes = s.encode({ typeUrl: CDS, versionInfo: v, resources: [{ typeUrl: CDS, value }] });
+      bigSent.set(v, bytes);
+      s.sendRaw(bytes);
     });
   await istiod.start();
   closedPort = await unusedPort();
@@ -101,4 +114,27 @@ describe("istiod absent, then flapping (compiled agent)", () => {
     writeFileSync(join(work, "figures.json"), JSON.stringify({ cycles: CYCLES, phaseMs: PHASE_MS, servedAfterMs }));
     console.log(`istiod flap: ${CYCLES} cycles, served again after ${servedAfterMs.map((m) => m.toFixed(0)).join("/")} ms`);
   }, 60_000);
+
+  test("istiod killed mid-message (a 3 MiB push cut after its first MiB): nothing of it reaches Envoy as a message, UNAVAILABLE; after the return the whole message arrives", async () => {
+    relay.targetPort = istiod.port;
+    const cut = relay.cutAfterBytes(CUT_AFTER);
+    const first = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
+    first.send({ typeUrl: CDS, versionInfo: "big1" });
+    await cut;
+    relay.targetPort = closedPort;
+    const s = await first.status;
+    expect({ code: s.code, received: first.received.length }).toEqual({ code: grpc.status.UNAVAILABLE, received: 0 });
+    expect(bigSent.has("big1")).toBe(true); // istiod did send it: the cut was mid-message
+    first.close();
+    relay.targetPort = istiod.port;
+    const second = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
+    second.send({ typeUrl: CDS, versionInfo: "big2" });
+    const [got] = await second.waitFor(1, 10_000);
+    const digest = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+    expect({ length: got!.length, sha256: digest(got!) }).toEqual({ length: bigSent.get("big2")!.length, sha256: digest(bigSent.get("big2")!) });
+    expect(versionOf(got!)).toBe("big2");
+    expect(second.received.length).toBe(1);
+    second.close();
+    expect(pod.exitCode()).toBeNull();
+  }, 30_000);
 });
