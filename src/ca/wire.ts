@@ -4,7 +4,7 @@
 // cert_chain = 1} read, unknown fields skipped. proto.ts keeps the schema-built codec (tests'
 // fake CAs, the local server), an independent reading of the same proto/ca.proto.
 
-import { WIRE_LEN, WireError, encodeFields, lenField, parseFields, varintField, type WireField } from "../wasm/wire.ts";
+import { WIRE_LEN, WireError, encodeFields, lenField, parseFields, varintField, type WireField } from "../lib/protowire.ts";
 
 export const CREATE_CERTIFICATE_PATH = "/istio.v1.auth.IstioCertificateService/CreateCertificate";
 

@@ -5,9 +5,9 @@
 // ISTIO_GPRC_MAXSTREAMS, a request over ISTIO_GPRC_MAXRECVMSGSIZE ends its stream
 // RESOURCE_EXHAUSTED. StreamSecrets follows Istio; FetchSecrets and DeltaSecrets are served too
 // (Istio answers Unimplemented). Secret changes are pushed to every stream watching the name.
-// start() binds the socket only; the SDS schema (protobufjs) is loaded by prepare() (the secret
-// manager calls it once the agent's start path is over) or by the first call, whichever comes
-// first; a call's messages wait for it, in order.
+// start() binds the socket only; the codec (wire.ts: the messages at the protobuf wire level, no
+// schema library) is loaded by prepare() (the secret manager calls it once the agent's start path
+// is over) or by the first call, whichever comes first; a call's messages wait for it, in order.
 
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../lib/log.ts";
@@ -24,7 +24,7 @@ import { UnixGrpcServer, type GrpcMethod } from "../xds/grpcserver.ts";
 import type { H2Stream } from "../xds/h2/stream.ts";
 import { Code } from "../xds/types.ts";
 import { SdsError } from "./errors.ts";
-import type { SdsCodec } from "./proto.ts";
+import type { DiscoveryRequest, SdsServerCodec as SdsCodec } from "./wire.ts";
 import { DeltaStream, isInvalid, resourcesFor, SotwStream, type SecretSource, type StreamCtx, type StreamIo } from "./streams.ts";
 
 export const SDS_SERVICE = "envoy.service.secret.v3.SecretDiscoveryService";
@@ -75,17 +75,17 @@ export class SdsServer {
     private readonly deps: SdsServerDeps,
   ) {}
 
-  /** Load the SDS schema (once). */
+  /** Load the SDS codec (once). */
   prepare(): Promise<void> {
     return this.loadCodec().then(() => undefined);
   }
 
   private loadCodec(): Promise<SdsCodec> {
-    this.codecLoad ??= import("./proto.ts").then((m) => (this.codec = m.sdsCodec()));
+    this.codecLoad ??= import("./wire.ts").then((m) => (this.codec = m.sdsWireCodec()));
     return this.codecLoad;
   }
 
-  /** Run `f` with the schema: at once when loaded, else once it is (in the order asked). */
+  /** Run `f` with the codec: at once when loaded, else once it is (in the order asked). */
   private withCodec(f: (codec: SdsCodec) => void, onError: (e: unknown) => void): void {
     if (this.codec) return f(this.codec);
     this.loadCodec().then(f, onError);
@@ -220,8 +220,14 @@ export class SdsServer {
   }
 
   private async fetchSecrets(codec: SdsCodec, call: GrpcServerCall, bytes: Buffer, signal: AbortSignal): Promise<void> {
+    let req: DiscoveryRequest;
     try {
-      const req = codec.decodeRequest(bytes);
+      req = codec.decodeRequest(bytes);
+    } catch (e) {
+      // As on the streaming methods: the caller sent something malformed.
+      return call.finish({ code: Code.INVALID_ARGUMENT, message: `malformed discovery request: ${errorMessage(e)}` });
+    }
+    try {
       if (req.resourceNames.length === 0) return call.finish({ code: Code.INVALID_ARGUMENT, message: "FetchSecrets: no resource_names" });
       const ctx = this.ctx(codec);
       const resources = await resourcesFor(ctx, [...new Set(req.resourceNames)], signal);

@@ -7,7 +7,7 @@ import type { Logger } from "../lib/log.ts";
 import type { Clock } from "../lib/clock.ts";
 import { SdsError } from "./errors.ts";
 import { toResource, type SecretItem } from "./item.ts";
-import type { DeltaDiscoveryRequest, DeltaResource, DiscoveryRequest, SdsCodec, SecretResource } from "./proto.ts";
+import type { DeltaDiscoveryRequest, DeltaResource, DiscoveryRequest, SdsServerCodec, SecretResource } from "./wire.ts";
 import { parseResourceName } from "./resources.ts";
 import { sotwDecide } from "./sotw.ts";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
@@ -26,7 +26,7 @@ export interface StreamIo {
 }
 
 export interface StreamCtx {
-  codec: SdsCodec;
+  codec: SdsServerCodec;
   secrets: SecretSource;
   log: Logger;
   clock: Clock;

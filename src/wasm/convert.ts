@@ -29,7 +29,7 @@ import {
   type ModuleSource,
   type PullPolicy,
 } from "./types.ts";
-import { encodeFields, lenField, messageField, parseFields, replaceField, stringField, varintValue, withoutFields, type WireField } from "./wire.ts";
+import { encodeFields, lenField, messageField, parseFields, replaceField, stringField, varintValue, withoutFields, type WireField } from "../lib/protowire.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
 

@@ -8,7 +8,7 @@
 import type { Logger } from "../lib/log.ts";
 import type { WasmConverter } from "./convert.ts";
 import { EXTENSION_CONFIG_TYPE } from "./types.ts";
-import { encodeFields, lenField, messageField, parseFields, stringField, type WireField } from "./wire.ts";
+import { encodeFields, lenField, messageField, parseFields, stringField, type WireField } from "../lib/protowire.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 /** google.rpc.Code INTERNAL */

@@ -4,7 +4,7 @@
 // extension config's own name so the listener that references it still resolves.
 
 import { DEFAULT_ALLOW_STAT_PREFIX, DEFAULT_DENY_STAT_PREFIX, EXTENSION_CONFIG_TYPE, F, RBAC_HTTP_FILTER_TYPE, RBAC_NETWORK_FILTER_TYPE } from "./types.ts";
-import { encodeFields, lenField } from "./wire.ts";
+import { encodeFields, lenField } from "../lib/protowire.ts";
 
 export type FilterKind = "http" | "network";
 

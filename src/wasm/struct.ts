@@ -2,7 +2,7 @@
 // udpa.type.v1.TypedStruct (a Wasm filter written through an EnvoyFilter) is a Struct, and the
 // conversion needs it as JSON to rebuild the typed Wasm message.
 
-import { WIRE_FIXED64, WireError, lastField, parseFields, stringField, varintValue, type WireField } from "./wire.ts";
+import { WIRE_FIXED64, WireError, lastField, parseFields, stringField, varintValue, type WireField } from "../lib/protowire.ts";
 
 type Json = null | number | string | boolean | Json[] | { [k: string]: Json };
 

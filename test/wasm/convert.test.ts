@@ -9,7 +9,7 @@ import { WasmConverter } from "../../src/wasm/convert.ts";
 import { wasmMetrics } from "../../src/wasm/metrics.ts";
 import { WasmSchema } from "../../src/wasm/schema.ts";
 import type { GetOptions, ModuleSource } from "../../src/wasm/types.ts";
-import { encodeFields, lenField, parseFields, replaceField, varintField } from "../../src/wasm/wire.ts";
+import { encodeFields, lenField, parseFields, replaceField, varintField } from "../../src/lib/protowire.ts";
 import { T, URL_OF, any, anyBytes, encode, readExtensionConfig, struct } from "./protos.ts";
 
 /** convert_test.go mockCache: the module path and error come from the URL's query. */
