@@ -52,7 +52,9 @@ export const AREAS: Record<string, Area> = {
       "test/xds/h2-session-raw.test.ts",
       "test/xds/hostile-client.test.ts",
       "test/xds/mutants-h2-session.test.ts",
+      "test/xds/mutants-h2-session-flow.test.ts",
       "test/xds/mutants-h2-session-frames.test.ts",
+      "test/xds/mutants-h2-session-states.test.ts",
     ],
   },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
@@ -123,11 +125,20 @@ export const AREAS: Record<string, Area> = {
   },
   // The gRPC-over-HTTP/2 server both Unix sockets run on (XDS and SDS): listener, peer check,
   // routing, calls and trailers, whole-request reading under the size limit. Through the SDS socket
-  // tests (grpc-js, node:http2 and raw-frame clients) and the XDS socket's hostile-client and
-  // back-pressure tests: 1-3 s a run each, idle.
+  // tests (grpc-js, node:http2 and raw-frame clients), the XDS socket's hostile-client and
+  // back-pressure tests, and the server driven directly by a raw client (mutants-grpc-server):
+  // about 4 s a run idle, no test over 1.3 s. A mutant that leaves a close or a wait pending (a
+  // third of the first run's kills were Stryker timeouts, 40 s each) fails at bun's 10 s instead.
   "xds-grpc-server": {
     mutate: ["src/xds/grpcserver.ts", "src/xds/grpccall.ts", "src/xds/grpcrequests.ts"],
-    tests: ["test/sds/server-h2.test.ts", "test/sds/server.test.ts", "test/xds/hostile-client.test.ts", "test/xds/downstream-backpressure.test.ts"],
+    tests: [
+      "test/xds/mutants-grpc-server.test.ts",
+      "test/sds/server-h2.test.ts",
+      "test/sds/server.test.ts",
+      "test/xds/hostile-client.test.ts",
+      "test/xds/downstream-backpressure.test.ts",
+    ],
+    testTimeoutMs: 10_000,
   },
   // The SDS streams' protocol state (subscriptions, nonces, versions, NACKs), through the socket
   // tests (about a second each idle).

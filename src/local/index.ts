@@ -8,7 +8,7 @@ import type { Registry } from "../lib/metrics.ts";
 import type { Readiness } from "../lib/readiness.ts";
 import { LocalXdsServer, type LocalXdsServerOptions } from "./server.ts";
 
-export { LocalXdsServer, ADS_SERVICE, ADS_SERVICE_DEFINITION, type LocalXdsServerOptions } from "./server.ts";
+export { LocalXdsServer, ADS_SERVICE, type LocalXdsServerOptions } from "./server.ts";
 export { LocalXdsError } from "./errors.ts";
 export type { ReloadResult } from "./source.ts";
 export type { Snapshot, Resource } from "./snapshot.ts";

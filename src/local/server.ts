@@ -4,20 +4,26 @@
 // other xDS client (Envoy, grpc-js-xds) can dial it directly too. Each stream is a pure state
 // machine (SotwStream / DeltaStream); this file only moves bytes, logs and counts.
 //
-// start() only binds the socket (a plain net server, no gRPC code yet): grpc-js, the schemas and
-// the file load right after, off the agent's start path (after `initAfter`); accepted connections
-// are handed to grpc-js once it is loaded. Requests that arrive before the first good load wait
-// for it. Until then the readiness blocker `local xDS file loaded` is pending, carrying the file's
-// error if it is bad; fixing the file clears it (the file is watched from the start).
+// It runs on the agent's own h2c gRPC server (src/xds/grpcserver.ts, the XDS and SDS sockets'),
+// with no peer check. start() only binds: every connection gets its HTTP/2 session from the first
+// byte, and a stream's requests are held by that stream (in order) until the server can answer
+// them: the schemas and the file load right after start, off the agent's start path (after
+// `initAfter`), and requests before the first good load wait for it. Until then the readiness
+// blocker `local xDS file loaded` is pending, carrying the file's error if it is bad; fixing the
+// file clears it (the file is watched from the start).
 
-import type * as grpc from "@grpc/grpc-js";
-import { chmod, mkdir, rm } from "node:fs/promises";
-import { createServer, type Server as NetServer, type Socket } from "node:net";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import { FailureReport, type Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
 import { counter, type Registry } from "../lib/metrics.ts";
+import { PeerAuthorizer } from "../lib/peerauth.ts";
 import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
+import { GrpcServerCall } from "../xds/grpccall.ts";
+import { grpcHeader } from "../xds/grpcframe.ts";
+import { readRequests } from "../xds/grpcrequests.ts";
+import { UnixGrpcServer, type GrpcMethod } from "../xds/grpcserver.ts";
+import type { H2Stream } from "../xds/h2/stream.ts";
+import { ADS_SERVICE, Code, DELTA_PATH, SOTW_PATH } from "../xds/types.ts";
 import { adsCodec, type AdsCodec } from "./codec.ts";
 import { DeltaStream, type DeltaEvent } from "./delta.ts";
 import { LocalXdsError } from "./errors.ts";
@@ -29,7 +35,7 @@ import { XdsFileSource, type ReloadResult } from "./source.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
 
-export const ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+export { ADS_SERVICE };
 
 export interface LocalXdsServerOptions {
   /** The xDS file (LOCAL_XDS_PATH); relative paths resolve against `cwd`. */
@@ -46,26 +52,16 @@ export interface LocalXdsServerOptions {
   pollMs?: number;
   /** Nonce generator (tests inject a deterministic one). */
   nonce?: () => string;
-  /** Load grpc-js, the schemas and the file once this resolves (the agent's start path is over); default: right after start(). */
+  /** Load the schemas and the file once this resolves (the agent's start path is over); default: right after start(). */
   initAfter?: Promise<unknown>;
 }
 
-const identity = (b: Buffer) => b;
-const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/${ADS_SERVICE}/${name}`,
-  requestStream: true,
-  responseStream: true,
-  requestSerialize: identity,
-  requestDeserialize: identity,
-  responseSerialize: identity,
-  responseDeserialize: identity,
-});
-
-/** The ADS service definition with Buffer pass-through (de)serializers (also used by tests). */
-export const ADS_SERVICE_DEFINITION: grpc.ServiceDefinition = {
-  StreamAggregatedResources: method("StreamAggregatedResources"),
-  DeltaAggregatedResources: method("DeltaAggregatedResources"),
-};
+/** grpc's default receive limit (grpc-js's server, which served this before: 4 MiB); responses have none. */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** How long shutdown lets the last responses and the streams' trailers reach the clients. */
+const SHUTDOWN_GRACE_MS = 1000;
+/** Clients are not checked (grpc-js's server, which served this before, checked none). */
+const ANY_PEER = new PeerAuthorizer("*", 0);
 
 const SERVED = new Set(RESOURCE_KINDS.map(typeUrlOf));
 
@@ -86,37 +82,32 @@ export function unixSocketPath(listen: string, cwd: string): string | undefined 
   return resolve(cwd, rest);
 }
 
-type AdsCall = grpc.ServerDuplexStream<Buffer, Buffer>;
-
-interface GrpcSide {
-  mod: typeof grpc;
-  server: grpc.Server;
-  injector: ReturnType<grpc.Server["createConnectionInjector"]>;
-}
-
 interface LiveStream {
   push(s: Snapshot): void;
   end(): void;
 }
 
+/** What a stream kind (SotW, Delta) does with a decoded request and a new snapshot. */
+interface StreamLogic {
+  /** Decode, step the state machine, send: throws on a request that cannot be decoded. */
+  request(bytes: Buffer, send: (frame: Buffer) => boolean): void;
+  snapshot(s: Snapshot, send: (frame: Buffer) => boolean): void;
+}
+
 export class LocalXdsServer implements Component {
   readonly name = "localxds";
+  /** Bun's listener reports no accept errors after start; kept for the component contract. */
   private readonly failure = new FailureReport();
   /** The listener died after start. */
   readonly failed = this.failure.failed;
   private codec?: AdsCodec;
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
-  private net?: NetServer;
-  private readonly sockets = new Set<Socket>();
-  /** grpc-js and the server with its connection injector, loaded on first need. */
-  private grpcLoad?: Promise<GrpcSide>;
-  private grpcSide?: GrpcSide;
+  private server?: UnixGrpcServer;
   private readonly log: Logger;
   private readonly cwd: string;
   private readonly blocker?: Blocker;
   private bound = "";
-  private socketPath?: string;
   private done: Promise<void> = Promise.resolve();
   private init?: Promise<void>;
   private loadedOnce = false;
@@ -124,6 +115,10 @@ export class LocalXdsServer implements Component {
   private nonceCounter = 0;
   private streamCounter = 0;
   private readonly metrics;
+  private readonly methods: ReadonlyMap<string, GrpcMethod> = new Map<string, GrpcMethod>([
+    [SOTW_PATH, (stream, path) => this.serveSotw(stream, path)],
+    [DELTA_PATH, (stream, path) => this.serveDelta(stream, path)],
+  ]);
 
   constructor(private readonly opts: LocalXdsServerOptions) {
     this.log = opts.log;
@@ -139,56 +134,34 @@ export class LocalXdsServer implements Component {
       : undefined;
   }
 
-  /** Load grpc-js and build the ADS server behind our socket (once). */
-  private grpc(): Promise<GrpcSide> {
-    this.grpcLoad ??= import("@grpc/grpc-js").then((mod) => {
-      const server = new mod.Server();
-      server.addService(ADS_SERVICE_DEFINITION, {
-        StreamAggregatedResources: (call: AdsCall) => this.serveSotw(call),
-        DeltaAggregatedResources: (call: AdsCall) => this.serveDelta(call),
-      });
-      this.grpcSide = { mod, server, injector: server.createConnectionInjector(mod.ServerCredentials.createInsecure()) };
-      return this.grpcSide;
-    });
-    return this.grpcLoad;
-  }
-
-  private accept(sock: Socket): void {
-    this.sockets.add(sock);
-    sock.once("close", () => this.sockets.delete(sock));
-    if (this.grpcSide) return this.grpcSide.injector.injectConnection(sock);
-    void this.grpc().then(
-      (g) => (sock.destroyed ? undefined : g.injector.injectConnection(sock)),
-      (e: Error) => {
-        this.log.error(`local xDS: cannot serve a connection: ${e.message}`);
-        sock.destroy();
-      },
-    );
-  }
-
   /** Bind and return; the schemas and the file load right after (see loaded()). */
   async start(signal: AbortSignal): Promise<void> {
-    this.socketPath = unixSocketPath(this.opts.listen, this.cwd);
-    if (this.socketPath) {
-      await mkdir(dirname(this.socketPath), { recursive: true, mode: 0o750 });
-      await rm(this.socketPath, { force: true });
-    }
-    const target = this.socketPath ? `unix://${this.socketPath}` : this.opts.listen;
-    const hp = this.socketPath ? undefined : hostPort(this.opts.listen);
+    const socketPath = unixSocketPath(this.opts.listen, this.cwd);
+    const hp = socketPath ? undefined : hostPort(this.opts.listen);
     const cannot = (why: string, cause?: unknown) =>
       new LocalXdsError(`local xDS: cannot listen on ${this.opts.listen}: ${why}`, this.opts.path, undefined, cause ? { cause } : undefined);
-    if (!this.socketPath && !hp) throw cannot("not unix:<path> or <host>:<port>");
-    const net = createServer((sock) => this.accept(sock));
-    await new Promise<void>((res, rej) => {
-      net.once("error", (e) => rej(cannot(e.message, e)));
-      if (this.socketPath) net.listen(this.socketPath, () => res());
-      else net.listen(hp!.port, hp!.host, () => res());
+    if (!socketPath && !hp) throw cannot("not unix:<path> or <host>:<port>");
+    const server = new UnixGrpcServer({
+      socketPath: socketPath ?? "",
+      authorizer: ANY_PEER,
+      log: this.log,
+      name: "local xDS",
+      route: (p) => this.methods.get(p),
+      unknownMethodMessage: (p) => `The server does not implement the method ${p}`,
+      onRejected: () => {}, // every peer is allowed
+      listenError: (_message, cause) => cannot(errorMessage(cause), cause),
+      socketMode: 0o600,
+      // Clients' keepalive pings are not policed (the relay's interval is GRPC_KEEPALIVE_INTERVAL).
+      minPingIntervalMs: 0,
     });
-    net.on("error", (e) => this.failure.report(new LocalXdsError(`local xDS: socket ${target}: ${e.message}`, this.opts.path, undefined, { cause: e })));
-    this.net = net;
-    if (this.socketPath) await chmod(this.socketPath, 0o600);
-    const port = (net.address() as { port?: number } | null)?.port ?? 0;
-    this.bound = this.socketPath ? target : this.opts.listen.replace(/:0$/, `:${port}`);
+    if (socketPath) {
+      server.listen();
+      this.bound = `unix://${socketPath}`;
+    } else {
+      const port = server.listenTcp(hp!.host, hp!.port);
+      this.bound = this.opts.listen.replace(/:0$/, `:${port}`);
+    }
+    this.server = server;
     this.done = new Promise<void>((res) => signal.addEventListener("abort", () => void this.shutdown().then(res), { once: true }));
     this.init = (this.opts.initAfter ?? new Promise<void>((res) => setTimeout(res, 0)))
       .then(() => this.initialise(signal))
@@ -201,7 +174,6 @@ export class LocalXdsServer implements Component {
   /** Parse the schemas, load the file, watch it. A bad file is logged and blocks readiness. */
   private async initialise(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    await this.grpc();
     const root = localSchema();
     this.codec = adsCodec(root);
     const source = new XdsFileSource({
@@ -264,39 +236,23 @@ export class LocalXdsServer implements Component {
     return this.streams.size;
   }
 
+  /** Every stream ends OK after what it has queued; connections get GOAWAY and close once that is out (or after the grace). */
   private async shutdown(): Promise<void> {
     await this.init?.catch(() => undefined);
-    for (const s of this.streams) s.end();
-    const closed = new Promise<void>((res) => (this.net ? this.net.close(() => res()) : res()));
-    const g = await this.grpcLoad?.catch(() => undefined);
-    if (g) {
-      await new Promise<void>((res) => {
-        const force = setTimeout(() => {
-          g.server.forceShutdown();
-          res();
-        }, 1000);
-        g.server.tryShutdown(() => {
-          clearTimeout(force);
-          res();
-        });
-      });
-      g.injector.destroy();
-    }
-    for (const s of this.sockets) s.destroy();
-    await closed;
-    if (this.socketPath) await rm(this.socketPath, { force: true });
+    for (const s of [...this.streams]) s.end();
+    await this.server?.close(SHUTDOWN_GRACE_MS);
   }
 
   private nextNonce = (): string => this.opts.nonce?.() ?? String(++this.nonceCounter);
 
-  private serveSotw(call: AdsCall): void {
+  private serveSotw(stream: H2Stream, path: string): void {
     const id = ++this.streamCounter;
     const machine = new SotwStream(this.nextNonce);
     const ignored = new Set<string>();
     let node = "";
-    const send = (responses: ReturnType<SotwStream["onSnapshot"]>) => {
+    const sendAll = (responses: ReturnType<SotwStream["onSnapshot"]>, send: (frame: Buffer) => boolean) => {
       for (const r of responses) {
-        call.write(this.codec!.encodeResponse(r));
+        send(this.codec!.encodeResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
         this.log.debug(
           `local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`,
@@ -304,27 +260,27 @@ export class LocalXdsServer implements Component {
         );
       }
     };
-    this.attach(call, id, "SotW", {
-      push: (s) => send(machine.onSnapshot(s)),
-      data: (b) => {
+    this.attach(stream, path, id, "SotW", {
+      snapshot: (s, send) => sendAll(machine.onSnapshot(s), send),
+      request: (b, send) => {
         const req = this.codec!.decodeRequest(b);
         node ||= req.nodeId;
         if (!this.served(req.typeUrl, id, ignored)) return;
         const step = machine.onRequest(req, this.snapshot());
         for (const e of step.events) this.event(e, node || `stream ${id}`);
-        send(step.responses);
+        sendAll(step.responses, send);
       },
     });
   }
 
-  private serveDelta(call: AdsCall): void {
+  private serveDelta(stream: H2Stream, path: string): void {
     const id = ++this.streamCounter;
     const machine = new DeltaStream(this.nextNonce);
     const ignored = new Set<string>();
     let node = "";
-    const send = (responses: ReturnType<DeltaStream["onSnapshot"]>) => {
+    const sendAll = (responses: ReturnType<DeltaStream["onSnapshot"]>, send: (frame: Buffer) => boolean) => {
       for (const r of responses) {
-        call.write(this.codec!.encodeDeltaResponse(r));
+        send(this.codec!.encodeDeltaResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
         this.log.debug(
           `local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`,
@@ -332,21 +288,45 @@ export class LocalXdsServer implements Component {
         );
       }
     };
-    this.attach(call, id, "Delta", {
-      push: (s) => send(machine.onSnapshot(s)),
-      data: (b) => {
+    this.attach(stream, path, id, "Delta", {
+      snapshot: (s, send) => sendAll(machine.onSnapshot(s), send),
+      request: (b, send) => {
         const req = this.codec!.decodeDeltaRequest(b);
         node ||= req.nodeId;
         if (!this.served(req.typeUrl, id, ignored)) return;
         const step = machine.onRequest(req, this.snapshot());
         for (const e of step.events) this.event(e, node || `stream ${id}`);
-        send(step.responses);
+        sendAll(step.responses, send);
       },
     });
   }
 
-  private attach(call: AdsCall, id: number, kind: string, h: { push(s: Snapshot): void; data(b: Buffer): void }): void {
-    const live: LiveStream = { push: h.push, end: () => call.end() };
+  /**
+   * One ADS call: requests in order (held until the first good load), responses with
+   * back-pressure. A client that does not read: its window is no longer credited (so it stops
+   * sending requests) and new snapshots are not queued behind what it has not read; once its
+   * responses drain it gets the latest snapshot's differences (nothing in between).
+   */
+  private attach(stream: H2Stream, path: string, id: number, kind: string, logic: StreamLogic): void {
+    const call = new GrpcServerCall(stream, path);
+    let blocked = false;
+    let behind: Snapshot | undefined;
+    const send = (frame: Buffer): boolean => {
+      if (call.writev(grpcHeader(frame.length), frame)) return true;
+      if (!blocked) call.pause();
+      blocked = true;
+      return false;
+    };
+    const live: LiveStream = {
+      push: (s) => {
+        if (blocked) behind = s;
+        else logic.snapshot(s, send);
+      },
+      end: () => {
+        close();
+        call.finish({ code: Code.OK, message: "" });
+      },
+    };
     this.streams.add(live);
     this.log.debug(`local xDS: ${kind} stream ${id} opened`, ids({ stream: id }));
     const close = () => {
@@ -354,33 +334,46 @@ export class LocalXdsServer implements Component {
     };
     const handle = (b: Buffer) => {
       try {
-        h.data(b);
+        logic.request(b, send);
       } catch (e) {
         this.log.warn(`local xDS: ${kind} stream ${id}: bad request: ${errorMessage(e)}`, ids({ stream: id }));
         close();
-        call.emit("error", { code: this.grpcSide!.mod.status.INVALID_ARGUMENT, details: `local xDS: cannot decode request: ${errorMessage(e)}` });
+        call.finish({ code: Code.INVALID_ARGUMENT, message: `local xDS: cannot decode request: ${errorMessage(e)}` });
       }
     };
-    // Before the first good load, requests wait (in order) rather than see an empty world.
+    // Before the first good load, requests wait (in order) rather than see an empty world; the
+    // client's window is not credited meanwhile, so what waits is bounded by it.
     let waiting: Buffer[] | undefined;
-    call.on("data", (b: Buffer) => {
-      if (this.loadedOnce && !waiting) return handle(b);
-      if (!waiting) {
-        waiting = [];
-        void this.loaded().then(() => {
-          const queued = waiting!;
-          waiting = undefined;
-          for (const q of queued) if (this.streams.has(live)) handle(q);
-        });
-      }
-      waiting.push(b);
+    readRequests(stream, call, MAX_REQUEST_BYTES, {
+      onMessage: (b) => {
+        if (!this.streams.has(live)) return;
+        if (this.loadedOnce && !waiting) return handle(b);
+        if (!waiting) {
+          waiting = [];
+          call.pause();
+          void this.loaded().then(() => {
+            const queued = waiting!;
+            waiting = undefined;
+            if (!blocked) call.resume();
+            for (const q of queued) if (this.streams.has(live)) handle(q);
+          });
+        }
+        waiting.push(b);
+      },
+      onEnd: () => {
+        close();
+        call.finish({ code: Code.OK, message: "" });
+      },
+      onGone: close,
+      onDrain: () => {
+        if (!blocked) return;
+        blocked = false;
+        call.resume();
+        const s = behind;
+        behind = undefined;
+        if (s && this.streams.has(live)) logic.snapshot(s, send);
+      },
     });
-    call.on("end", () => {
-      close();
-      call.end();
-    });
-    call.on("error", close);
-    call.on("cancelled", close);
   }
 
   /** Only the five file kinds are answered (NDS, PCDS, health reports... are not); logged once per stream. */

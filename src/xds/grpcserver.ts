@@ -8,6 +8,7 @@
 // application/grpc, identity encoding) and routed by `:path`; an unknown path is answered
 // UNIMPLEMENTED. The socket is one of Bun's own (`Bun.listen`): it writes straight to the kernel
 // and reports how much it took, so the session's writer reuses one output buffer (docs/xds.md).
+// It can listen on a loopback TCP port instead (listenTcp, no peer check): local mode's ADS server.
 
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
@@ -50,10 +51,14 @@ export interface UnixGrpcServerOptions {
   resetBudget?: RateBudgetOptions;
   /** Keepalive enforcement: client pings closer than this are strikes (default 15 s, 2 strikes allowed). */
   minPingIntervalMs?: number;
+  /** The socket file's mode (default 0666). */
+  socketMode?: number;
 }
 
 export class UnixGrpcServer {
-  private listener: Bun.UnixSocketListener<BunTransport | undefined> | undefined;
+  private listener: Bun.UnixSocketListener<BunTransport | undefined> | Bun.TCPSocketListener<BunTransport | undefined> | undefined;
+  /** Listening on TCP (listenTcp): there is no socket file to remove. */
+  private tcp = false;
   private readonly sessions = new Set<H2Session>();
 
   constructor(private readonly o: UnixGrpcServerOptions) {}
@@ -84,7 +89,36 @@ export class UnixGrpcServer {
     } catch (e) {
       throw this.o.listenError(`listening on ${p}: ${errorMessage(e)}`, e);
     }
-    chmodSync(p, 0o666);
+    chmodSync(p, this.o.socketMode ?? 0o666);
+  }
+
+  /**
+   * Bind a TCP address instead of the Unix socket (local mode's ADS server on loopback; `port` 0:
+   * any free one); returns the port bound. SO_PEERCRED means nothing on TCP: give this server an
+   * authorizer that allows any peer. `socketPath` is unused.
+   */
+  listenTcp(host: string, port: number): number {
+    try {
+      const listener = Bun.listen<BunTransport | undefined>({
+        hostname: host,
+        port,
+        socket: {
+          open: (sock) => {
+            sock.data = this.onConnection(sock);
+          },
+          data: (sock, chunk) => sock.data?.onData(chunk),
+          drain: (sock) => sock.data?.onDrain(),
+          end: (sock) => sock.data?.onEnd(),
+          error: (sock, e) => sock.data?.onError(e),
+          close: (sock, e) => sock.data?.onClose(e),
+        },
+      });
+      this.listener = listener;
+      this.tcp = true;
+      return listener.port;
+    } catch (e) {
+      throw this.o.listenError(`listening on ${host.includes(":") ? `[${host}]` : host}:${port}: ${errorMessage(e)}`, e);
+    }
   }
 
   /** Open connections. */
@@ -108,7 +142,7 @@ export class UnixGrpcServer {
         }),
     );
     await Promise.all(gone);
-    rmSync(this.o.socketPath, { force: true });
+    if (!this.tcp) rmSync(this.o.socketPath, { force: true });
   }
 
   /** A new connection: its peer checked before any byte is read; its session's transport, or undefined when refused. */

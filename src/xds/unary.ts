@@ -1,6 +1,7 @@
 // A unary gRPC call over the agent's own HTTP/2 client (h2/session.ts), as grpc-go makes one: one
 // connection, dialed on the first call and reused by the next ones until it fails, is told to go
-// away (GOAWAY) or has been idle for `idleMs`; then the next call dials again. Each call sends
+// away (GOAWAY: then it is closed gracefully at once, its calls finishing there) or has been idle
+// for `idleMs`; then the next call dials again. Each call sends
 // grpc-go's request headers (grpc-timeout from its deadline), one length-prefixed message and
 // END_STREAM, and reads one response message (at most `maxResponseBytes`) and the status from the
 // trailers or a trailers-only response. A non-200 HTTP answer is mapped as gRPC maps it; the
@@ -19,6 +20,8 @@ import { errorMessage } from "../lib/errors.ts";
 export const DEFAULT_MAX_RESPONSE_BYTES = 4 << 20;
 /** gRPC's default channel idle timeout: an unused connection is closed after 30 minutes. */
 export const DEFAULT_IDLE_MS = 30 * 60_000;
+/** The User-Agent of the agent's own gRPC calls: CSRs and the upstream xDS stream (docs/compat.md). */
+export const AGENT_USER_AGENT = "istio-agent-ts";
 /** Largest grpc-timeout value: 8 digits (gRPC's PROTOCOL-HTTP2). */
 const MAX_TIMEOUT_DIGITS = 99_999_999;
 
@@ -51,9 +54,11 @@ export function grpcTimeout(ms: number): string {
 
 export class UnaryChannel {
   private session: H2Session | undefined;
-  /** Connections the server sent GOAWAY on, with calls still in flight. */
+  /** Connections the server sent GOAWAY on, closing once their calls are done. */
   private readonly retiring = new Set<H2Session>();
   private inFlight = 0;
+  /** The longest deadline of any call so far: how long a retiring connection may take to finish. */
+  private longestCallMs = 0;
   private idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Connections dialed so far (for tests and logs). */
   dials = 0;
@@ -64,6 +69,7 @@ export class UnaryChannel {
   call(path: string, metadata: HeaderList, request: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     clearTimeout(this.idleTimer);
     this.inFlight++;
+    this.longestCallMs = Math.max(this.longestCallMs, timeoutMs);
     return new Promise<Uint8Array>((resolve, reject) =>
       new UnaryCall(this.o, resolve, reject).start(() => this.connection(), path, metadata, request, timeoutMs),
     ).finally(() => this.settled());
@@ -84,33 +90,28 @@ export class UnaryChannel {
   private connection(): H2Session {
     const cur = this.session;
     if (cur && !cur.closed && !cur.goaway) return cur;
-    // Told to go away: its calls finish there (closed once the last is done), new ones get a new connection.
-    if (cur) this.retiring.add(cur);
-    this.closeRetired();
     this.session = undefined;
     const socket = this.o.dial();
     this.dials++;
     const s = new H2Session(socket, {
       role: "client",
+      // Told to go away: closed gracefully at once (the session waits for its calls' answers);
+      // new calls get a new connection.
+      onGoaway: () => {
+        if (this.session === s) this.session = undefined;
+        this.retiring.add(s);
+        s.close(this.longestCallMs);
+      },
       onClose: () => {
         if (this.session === s) this.session = undefined;
+        this.retiring.delete(s);
       },
     });
     this.session = s;
     return s;
   }
 
-  /** Closes the connections left after a GOAWAY that have no call left. */
-  private closeRetired(): void {
-    for (const r of this.retiring) {
-      if (r.streams.size > 0 && !r.closed) continue;
-      this.retiring.delete(r);
-      r.close(0);
-    }
-  }
-
   private settled(): void {
-    this.closeRetired();
     this.inFlight--;
     if (this.inFlight > 0 || !this.session) return;
     const t = setTimeout(() => this.close(), this.o.idleMs ?? DEFAULT_IDLE_MS);
@@ -152,7 +153,7 @@ class UnaryCall {
       [":path", path],
       [":authority", this.o.authority],
       ["content-type", "application/grpc"],
-      ["user-agent", this.o.userAgent ?? "istio-agent-ts"],
+      ["user-agent", this.o.userAgent ?? AGENT_USER_AGENT],
       ["te", "trailers"],
       ["grpc-timeout", grpcTimeout(timeoutMs)],
       ...metadata,

@@ -11,6 +11,7 @@ import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
+import { AGENT_USER_AGENT } from "./unary.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
@@ -106,7 +107,7 @@ export class IstiodUpstream implements Upstream {
         ["content-type", "application/grpc"],
         ["te", "trailers"],
         ["grpc-accept-encoding", "identity"],
-        ["user-agent", "istio-agent-ts"],
+        ["user-agent", AGENT_USER_AGENT],
         ...Object.entries(upstreamMetadata(this.readToken(), c.clusterId, c.xdsHeaders)),
       ];
       const m = c.tls ? loadTlsMaterial(c.tls, this.files, this.now()) : undefined;

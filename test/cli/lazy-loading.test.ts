@@ -214,3 +214,58 @@ test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the 
   expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
   expect(mods).not.toContain("src/sds/proto.ts");
 }, 30_000);
+
+// Local mode's ADS server runs on the agent's own HTTP/2 gRPC server: an agent that has served an
+// ADS request from its file (relay -> local server over loopback TCP -> back) loaded no grpc-js.
+test("proxyless local mode (LOCAL_XDS_PATH), after an ADS answer from the file: no grpc-js", async () => {
+  const { envoyRoot } = await import("../local/support.ts");
+  const envoy = await envoyRoot();
+  const Req = envoy.lookupType("envoy.service.discovery.v3.DiscoveryRequest");
+  const Res = envoy.lookupType("envoy.service.discovery.v3.DiscoveryResponse");
+  const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+  mkdirSync(join(dir, "local"), { recursive: true });
+  writeFileSync(join(dir, "local", "xds.yaml"), readFileSync(join(REPO, "examples/xds.yaml"), "utf8"));
+  let clusters: string[] = [];
+  const mods = await loadedModules(
+    "local",
+    ["proxy", "sidecar"],
+    {
+      POD_NAME: "lazy-0",
+      POD_NAMESPACE: "test",
+      INSTANCE_IP: "127.0.0.1",
+      CLOUD_PLATFORM: "none",
+      DISABLE_ENVOY: "true",
+      CA_PROVIDER: "local",
+      LOCAL_XDS_PATH: "xds.yaml",
+      PROXY_CONFIG: JSON.stringify({ controlPlaneAuthPolicy: "NONE", terminationDrainDuration: "1s", ...(await ports()) }),
+    },
+    /local xDS: serving xds\.yaml/,
+    async (cwd) => {
+      // The proxyless application's part, played by grpc-js in this process: one CDS answer.
+      const client = new grpc.Client(`unix://${join(cwd, "etc/istio/proxy/XDS")}`, grpc.credentials.createInsecure());
+      try {
+        const call = client.makeBidiStreamRequest(
+          "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+        );
+        call.on("error", () => {});
+        const first = new Promise<Buffer>((resolve, reject) => {
+          call.once("data", resolve);
+          call.once("status", (s: grpc.StatusObject) => reject(new Error(`ADS stream ended: ${s.code} ${s.details}`)));
+        });
+        call.write(Buffer.from(Req.encode(Req.fromObject({ node: { id: "sidecar~127.0.0.1~lazy-0.test~test.svc.cluster.local" }, type_url: CDS })).finish()));
+        const r = Res.toObject(Res.decode(await first)) as { resources?: { value: Uint8Array }[] };
+        const Cluster = envoy.lookupType("envoy.config.cluster.v3.Cluster");
+        clusters = (r.resources ?? []).map((a) => (Cluster.decode(a.value) as unknown as { name: string }).name);
+        call.end();
+      } finally {
+        client.close();
+      }
+    },
+  );
+  expect(clusters).toEqual(["outbound|50051||greeter.demo"]);
+  expect(mods).toContain("src/local/server.ts");
+  expect(mods).toContain("src/xds/grpcserver.ts");
+  expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
+}, 30_000);

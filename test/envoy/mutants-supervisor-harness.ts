@@ -194,6 +194,18 @@ export function fakeSupervisor(o: FakeOptions = {}) {
 
 export type Fake = ReturnType<typeof fakeSupervisor>;
 
+/**
+ * A fake supervisor started and running: `keep` receives it first (the test file's slot that its
+ * afterEach cleans up, so a failed start is cleaned up too), then its state is checked.
+ */
+export async function startRunning(o: FakeOptions, keep: (f: Fake) => void): Promise<Fake> {
+  const f = fakeSupervisor(o);
+  keep(f);
+  await f.sup.start(new AbortController().signal);
+  if (f.sup.state !== "running") throw new Error(`the fake supervisor is ${f.sup.state} after start(), not running`);
+  return f;
+}
+
 /** Wait (real time, bounded) for promises to settle until `cond` holds. */
 export async function until(cond: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
   const end = Date.now() + timeoutMs;

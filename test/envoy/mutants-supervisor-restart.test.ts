@@ -5,7 +5,7 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { EnvoyError } from "../../src/envoy/errors.ts";
-import { fakeSupervisor, settled, until, type Fake } from "./mutants-supervisor-harness.ts";
+import { settled, startRunning, until, type Fake, type FakeOptions } from "./mutants-supervisor-harness.ts";
 
 let f: Fake | undefined;
 afterEach(() => {
@@ -13,12 +13,7 @@ afterEach(() => {
   f = undefined;
 });
 
-const running = async (o: Parameters<typeof fakeSupervisor>[0] = {}): Promise<Fake> => {
-  f = fakeSupervisor(o);
-  await f.sup.start(new AbortController().signal);
-  expect(f.sup.state).toBe("running");
-  return f;
-};
+const running = (o: FakeOptions = {}): Promise<Fake> => startRunning(o, (x) => (f = x));
 
 /** Crash the newest Envoy and wait for the restart to be scheduled with `delayMs`. */
 async function crashAndWait(f: Fake, delayMs: number, code = 3): Promise<void> {

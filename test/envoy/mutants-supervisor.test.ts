@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EnvoyError } from "../../src/envoy/errors.ts";
-import { BINARY, fakeSupervisor, settled, until, type Fake } from "./mutants-supervisor-harness.ts";
+import { BINARY, fakeSupervisor, settled, startRunning, until, type Fake, type FakeOptions } from "./mutants-supervisor-harness.ts";
 
 let f: Fake | undefined;
 afterEach(() => {
@@ -16,12 +16,7 @@ afterEach(() => {
   f = undefined;
 });
 
-const running = async (o: Parameters<typeof fakeSupervisor>[0] = {}): Promise<Fake> => {
-  f = fakeSupervisor(o);
-  await f.sup.start(new AbortController().signal);
-  expect(f.sup.state).toBe("running");
-  return f;
-};
+const running = (o: FakeOptions = {}): Promise<Fake> => startRunning(o, (x) => (f = x));
 
 describe("start", () => {
   test("logs the drain plan and the on-failure policy, stops a stale Envoy first, records the pid, then runs", async () => {

@@ -1,12 +1,13 @@
 // Test helpers for local mode: the real Envoy protos (from @grpc/grpc-js-xds's deps, tests
-// only) to decode what the server sends, a raw ADS client over grpc-js, temp files.
+// only) to decode what the server sends, a raw ADS client over grpc-js (an independent
+// implementation of the client side), temp files.
 
 import * as grpc from "@grpc/grpc-js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import protobuf from "protobufjs";
-import { ADS_SERVICE_DEFINITION } from "../../src/local/server.ts";
+import { ADS_SERVICE } from "../../src/local/server.ts";
 import { envoyProtoRoot } from "../support/envoy-protos.ts";
 
 /** The real Envoy API schemas (snake_case names). */
@@ -28,6 +29,23 @@ export function tempDir(prefix = "localxds-"): { dir: string; cleanup(): void } 
 export function writeText(path: string, text: string): void {
   writeFileSync(path, text);
 }
+
+const identity = (b: Buffer) => b;
+const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
+  path: `/${ADS_SERVICE}/${name}`,
+  requestStream: true,
+  responseStream: true,
+  requestSerialize: identity,
+  requestDeserialize: identity,
+  responseSerialize: identity,
+  responseDeserialize: identity,
+});
+
+/** The ADS service for grpc-js clients, with Buffer pass-through (de)serializers. */
+export const ADS_SERVICE_DEFINITION: grpc.ServiceDefinition = {
+  StreamAggregatedResources: method("StreamAggregatedResources"),
+  DeltaAggregatedResources: method("DeltaAggregatedResources"),
+};
 
 /** A raw bidi ADS stream: write encoded requests, await decoded responses in order. */
 export class RawAds {

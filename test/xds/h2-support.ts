@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { H2Session, type H2SessionOptions } from "../../src/xds/h2/session.ts";
+import type { H2Transport, H2TransportEvents } from "../../src/xds/h2/transport.ts";
 
 export const T = {
   DATA: 0,
@@ -323,5 +324,56 @@ export class TestServer {
     for (const s of this.sessions) s.destroy();
     await new Promise<void>((r) => this.net.close(() => r()));
     this.tmp.cleanup();
+  }
+}
+
+/**
+ * An in-process transport the test drives: it takes up to `room` bytes of each write (all of them
+ * unless told otherwise), keeps them, records end/shutdown/destroy in `calls`, and hands the
+ * session whatever the test feeds it, chunk by chunk as given.
+ */
+export class ScriptedTransport implements H2Transport {
+  readonly retainsWrites = true;
+  destroyed = false;
+  ended = false;
+  /** Bytes the "socket" still takes before it reports full. */
+  room = Infinity;
+  readonly calls: string[] = [];
+  private readonly bytes: Buffer[] = [];
+  ev!: H2TransportEvents;
+
+  write(data: Uint8Array): number {
+    const n = Math.min(data.length, this.room);
+    if (n > 0) this.bytes.push(Buffer.from(data.subarray(0, n)));
+    this.room -= n;
+    return n;
+  }
+  /** Idempotent, as both real transports' end is (a node socket ignores a second end()). */
+  end(): void {
+    if (!this.ended) this.calls.push("end");
+    this.ended = true;
+  }
+  shutdown(): void {
+    this.calls.push("shutdown");
+    this.ended = true;
+  }
+  destroy(): void {
+    this.calls.push("destroy");
+    this.destroyed = true;
+  }
+  listen(ev: H2TransportEvents): void {
+    this.ev = ev;
+  }
+  /** Hand the session these bytes as one chunk. */
+  feed(...chunks: Buffer[]): void {
+    this.ev.data(Buffer.concat(chunks));
+  }
+  /** Everything written so far, as one buffer. */
+  written(): Buffer {
+    return Buffer.concat(this.bytes);
+  }
+  /** How many times the session half-closed while still reading (a GOAWAY's linger). */
+  get shutdowns(): number {
+    return this.calls.filter((c) => c === "shutdown").length;
   }
 }

@@ -1,14 +1,13 @@
 // H2Session's frame dispatch (session.ts from fail() on): the edges the socket tests do not reach,
-// on an in-memory transport so that every test is synchronous and runs once per mutant in
+// on an in-memory transport (h2-session-rig.ts) so that every test is synchronous and runs once per mutant in
 // milliseconds. Frames in are built by h2-support.ts (RFC 9113, independent of src); what the
 // session writes is parsed back and checked against literal codes, ids and payloads. Everything
 // the session does with a chunk happens inside `feed()`: what it did not write by the time
 // `feed()` returned and the writer was flushed, it never writes for that chunk.
 
-import { describe, expect, spyOn, test } from "bun:test";
-import { H2Error, H2Session, type H2SessionOptions, type H2Stream } from "../../src/xds/h2/session.ts";
-import type { H2Transport, H2TransportEvents } from "../../src/xds/h2/transport.ts";
-import type { HeaderList } from "../../src/xds/h2/hpack.ts";
+import { describe, expect, test } from "bun:test";
+import { ManualClock } from "../../src/lib/clock.ts";
+import { H2Error } from "../../src/xds/h2/session.ts";
 import {
   CLIENT_PREFACE,
   F,
@@ -18,7 +17,6 @@ import {
   T,
   headersFrame,
   literalBlock,
-  parseFrames,
   ping,
   rawFrame,
   rst,
@@ -27,134 +25,28 @@ import {
   windowUpdate,
   type RawFrame,
 } from "./h2-support.ts";
-
-/** RFC 9113 §7 error codes, as literals. */
-const PROTOCOL_ERROR = 1;
-const FLOW_CONTROL_ERROR = 3;
-const STREAM_CLOSED = 5;
-const FRAME_SIZE_ERROR = 6;
-const REFUSED_STREAM = 7;
-const CANCEL = 8;
-const COMPRESSION_ERROR = 9;
-const ENHANCE_YOUR_CALM = 11;
-
-/** Takes every write whole and keeps it; `feed` hands the session one chunk. */
-class MemTransport implements H2Transport {
-  readonly retainsWrites = true;
-  destroyed = false;
-  ended = false;
-  shutdowns = 0;
-  readonly written: Buffer[] = [];
-  private ev: H2TransportEvents | undefined;
-  write(data: Uint8Array): number {
-    this.written.push(Buffer.from(data));
-    return data.length;
-  }
-  end(): void {
-    this.ended = true;
-  }
-  shutdown(): void {
-    this.ended = true;
-    this.shutdowns++;
-  }
-  destroy(): void {
-    this.destroyed = true;
-  }
-  listen(ev: H2TransportEvents): void {
-    this.ev = ev;
-  }
-  feed(...chunks: Buffer[]): void {
-    this.ev!.data(Buffer.concat(chunks));
-  }
-}
-
-interface Rec {
-  st: H2Stream;
-  headers: HeaderList;
-  /** "data:<text>", "headers:<endStream>", "end", "reset:<code>", "close", in order. */
-  events: string[];
-  bytes: number;
-  reset?: [number, string];
-  trailers: HeaderList[];
-}
-
-function record(st: H2Stream, headers: HeaderList = []): Rec {
-  const r: Rec = { st, headers, events: [], bytes: 0, trailers: [] };
-  st.handlers = {
-    onHeaders: (h, end) => {
-      r.trailers.push(h);
-      r.events.push(`headers:${end}`);
-    },
-    onData: (c) => {
-      r.bytes += c.length;
-      r.events.push(`data:${c.length}`);
-    },
-    onEnd: () => r.events.push("end"),
-    onReset: (code, why) => {
-      r.reset = [code, why];
-      r.events.push(`reset:${code}`);
-    },
-    onClose: () => r.events.push("close"),
-  };
-  return r;
-}
-
-/** A session on a MemTransport, with what it wrote read back frame by frame. */
-function rig(role: "server" | "client", opts: Partial<H2SessionOptions> = {}, onStream?: (r: Rec) => void, greet = true) {
-  const t = new MemTransport();
-  const recs: Rec[] = [];
-  const closes: (H2Error | undefined)[] = [];
-  const goaways: [number, number, string][] = [];
-  const s = new H2Session(t, {
-    onStream: (st, h) => {
-      const r = record(st, h);
-      recs.push(r);
-      onStream?.(r);
-    },
-    onGoaway: (code, last, debug) => goaways.push([code, last, debug]),
-    ...opts,
-    role,
-    onClose: (e) => closes.push(e),
-  });
-  let read = 0;
-  const all = (): RawFrame[] => {
-    s.flush();
-    const bytes = Buffer.concat(t.written);
-    return parseFrames(role === "client" ? bytes.subarray(24) : bytes);
-  };
-  /** Frames written since the last call. */
-  const out = (): RawFrame[] => {
-    const fs = all();
-    const fresh = fs.slice(read);
-    read = fs.length;
-    return fresh;
-  };
-  if (!greet) return { t, s, recs, closes, goaways, out, all };
-  if (role === "server") t.feed(CLIENT_PREFACE, settings());
-  else t.feed(settings());
-  out(); // our SETTINGS, the connection WINDOW_UPDATE and the ACK of the peer's SETTINGS
-  return { t, s, recs, closes, goaways, out, all };
-}
-
-const server = (opts: Partial<H2SessionOptions> = {}, onStream?: (r: Rec) => void) => rig("server", opts, onStream);
-const client = (opts: Partial<H2SessionOptions> = {}) => rig("client", opts);
-
-const data = (id: number, body: Buffer | string, flags = 0) => rawFrame(T.DATA, flags, id, Buffer.from(body));
-const goawayFrame = (last: number, code: number, debug = "") => rawFrame(T.GOAWAY, 0, 0, Buffer.concat([u32(last), u32(code), Buffer.from(debug)]));
-
-function goawayOf(fs: RawFrame[]): { last: number; code: number; debug: string } | undefined {
-  const g = fs.filter((f) => f.type === T.GOAWAY);
-  expect(g.length).toBeLessThanOrEqual(1);
-  if (!g[0]) return undefined;
-  return { last: g[0].payload.readUInt32BE(0), code: g[0].payload.readUInt32BE(4), debug: g[0].payload.subarray(8).toString("utf8") };
-}
-
-const rstsOf = (fs: RawFrame[]) => fs.filter((f) => f.type === T.RST_STREAM).map((f) => [f.stream, f.payload.readUInt32BE(0)]);
-const pingAcks = (fs: RawFrame[]) => fs.filter((f) => f.type === T.PING && f.flags === F.ACK).map((f) => f.payload.toString("latin1"));
-const windowUpdates = (fs: RawFrame[]) => fs.filter((f) => f.type === T.WINDOW_UPDATE).map((f) => [f.stream, f.payload.readUInt32BE(0)]);
-const settingsAcks = (fs: RawFrame[]) => fs.filter((f) => f.type === T.SETTINGS && f.flags === F.ACK && f.payload.length === 0).length;
-/** A PING whose ACK is the sentinel: the session parsed everything before it and is still serving. */
-const SENTINEL = ping(Buffer.from("sentinel"));
+import {
+  CANCEL,
+  COMPRESSION_ERROR,
+  ENHANCE_YOUR_CALM,
+  FLOW_CONTROL_ERROR,
+  FRAME_SIZE_ERROR,
+  PROTOCOL_ERROR,
+  REFUSED_STREAM,
+  SENTINEL,
+  STREAM_CLOSED,
+  client,
+  data,
+  goawayFrame,
+  goawayOf,
+  pingAcks,
+  record,
+  rig,
+  rstsOf,
+  server,
+  settingsAcks,
+  windowUpdates,
+} from "./h2-session-rig.ts";
 
 describe("fail(): a connection error", () => {
   test("GOAWAY names the code, the last stream the peer opened and the reason; the socket lingers; onClose gets the error", () => {
@@ -510,15 +402,45 @@ describe("HEADERS and CONTINUATION", () => {
 });
 
 describe("WINDOW_UPDATE", () => {
-  test("on a stream that is closed or was never opened: ignored", () => {
+  test("on a stream that is closed: ignored (the peer may credit it after we ended it, RFC 9113 §5.1)", () => {
     const { t, recs, out } = server();
     t.feed(headersFrame(1));
     recs[0]!.st.reset(CANCEL);
-    t.feed(windowUpdate(1, 100), windowUpdate(1, 0), windowUpdate(9, 5), SENTINEL);
+    t.feed(windowUpdate(1, 100), windowUpdate(1, 0), SENTINEL);
     const fs = out();
     expect(goawayOf(fs)).toBeUndefined();
     expect(rstsOf(fs)).toEqual([[1, CANCEL]]);
     expect(pingAcks(fs)).toEqual(["sentinel"]);
+  });
+
+  test("server: on an idle stream (above the last the client opened, or even) GOAWAY PROTOCOL_ERROR naming it (§5.1)", () => {
+    for (const [id, last] of [
+      [9, 1],
+      [2, 1],
+    ] as const) {
+      const { t, out, s } = server();
+      t.feed(headersFrame(1), windowUpdate(id, 5), SENTINEL);
+      const fs = out();
+      expect(goawayOf(fs)).toEqual({ last, code: PROTOCOL_ERROR, debug: `WINDOW_UPDATE on idle stream ${id}` });
+      expect(pingAcks(fs)).toEqual([]);
+      expect(s.closed).toBe(true);
+    }
+  });
+
+  test("client: on a stream it has not opened yet, or an even one, GOAWAY PROTOCOL_ERROR; on one it closed, ignored", () => {
+    const a = client();
+    const st = record(a.s.request(GRPC_REQUEST, true));
+    a.t.feed(rawFrame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, literalBlock([[":status", "200"]])), windowUpdate(1, 7), SENTINEL);
+    expect(st.events).toEqual(["headers:true", "end", "close"]);
+    let fs = a.out();
+    expect(goawayOf(fs)).toBeUndefined();
+    expect(pingAcks(fs)).toEqual(["sentinel"]);
+    a.t.feed(windowUpdate(3, 7));
+    expect(goawayOf(a.out())).toEqual({ last: 0, code: PROTOCOL_ERROR, debug: "WINDOW_UPDATE on idle stream 3" });
+    const b = client();
+    b.t.feed(windowUpdate(2, 7));
+    fs = b.out();
+    expect(goawayOf(fs)).toEqual({ last: 0, code: PROTOCOL_ERROR, debug: "WINDOW_UPDATE on idle stream 2" });
   });
 
   test("the connection window may reach 2^31-1 exactly; one more is FLOW_CONTROL_ERROR", () => {
@@ -607,25 +529,27 @@ describe("PING", () => {
     expect(closes[0]!.message).toBe("client pings more often than every 1000000000000 ms (too_many_pings)");
   });
 
-  test("a strike is a PING less than minIntervalMs after the previous one (on a stubbed clock)", () => {
-    let now = 1000;
-    const clock = spyOn(performance, "now").mockImplementation(() => now);
-    try {
-      const { t, out } = server({ pingPolicy: { minIntervalMs: 100, maxStrikes: 0 } });
-      t.feed(ping(Buffer.from("t=1000..")));
-      now = 1100; // exactly the interval: not a strike
-      t.feed(ping(Buffer.from("t=1100..")));
-      let fs = out();
-      expect(pingAcks(fs)).toEqual(["t=1000..", "t=1100.."]);
-      expect(goawayOf(fs)).toBeUndefined();
-      now = 1199; // 99 ms after the previous one
-      t.feed(ping(Buffer.from("t=1199..")));
-      fs = out();
-      expect(pingAcks(fs)).toEqual([]);
-      expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
-    } finally {
-      clock.mockRestore();
-    }
+  test("a strike is a PING less than minIntervalMs after the previous one (on the injected clock)", () => {
+    const { t, out, clock } = server({ pingPolicy: { minIntervalMs: 100, maxStrikes: 0 } });
+    t.feed(ping(Buffer.from("t=0.....")));
+    clock.advance(100); // exactly the interval: not a strike
+    t.feed(ping(Buffer.from("t=100...")));
+    let fs = out();
+    expect(pingAcks(fs)).toEqual(["t=0.....", "t=100..."]);
+    expect(goawayOf(fs)).toBeUndefined();
+    clock.advance(99); // 99 ms after the previous one
+    t.feed(ping(Buffer.from("t=199...")));
+    fs = out();
+    expect(pingAcks(fs)).toEqual([]);
+    expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
+  });
+
+  test("the first PING on a clock reading 0 counts as a previous one: a second at once is a strike", () => {
+    const { t, out } = server({ pingPolicy: { minIntervalMs: 100, maxStrikes: 0 }, clock: new ManualClock(0) });
+    t.feed(ping(Buffer.from("first...")), ping(Buffer.from("second..")));
+    const fs = out();
+    expect(pingAcks(fs)).toEqual(["first..."]);
+    expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
   });
 
   test("minIntervalMs 0: no PING is ever a strike", () => {
@@ -670,14 +594,53 @@ describe("RST_STREAM", () => {
     expect(goawayOf(out())).toEqual({ last: 1, code: FRAME_SIZE_ERROR, debug: "RST_STREAM must be 4 bytes" });
   });
 
-  test("onReset gets the peer's code and a reason naming it; a reset of a closed or unknown stream is ignored", () => {
+  test("onReset gets the peer's code and a reason naming it; a reset of a closed stream is ignored", () => {
     const { t, recs, out } = server();
-    t.feed(headersFrame(1), rst(1, CANCEL), rst(1, CANCEL), rst(7, CANCEL), SENTINEL);
+    t.feed(headersFrame(1), rst(1, CANCEL), rst(1, CANCEL), SENTINEL);
     expect(recs[0]!.events).toEqual(["reset:8", "close"]);
     expect(recs[0]!.reset).toEqual([CANCEL, "stream reset by the peer (CANCEL)"]);
     const fs = out();
     expect(goawayOf(fs)).toBeUndefined();
     expect(pingAcks(fs)).toEqual(["sentinel"]);
+  });
+
+  test("a reset of a stream we closed (both sides ended) is ignored: the peer may reset it as we end it (§5.1)", () => {
+    const { t, recs, out } = server();
+    t.feed(headersFrame(1, GRPC_REQUEST, F.END_HEADERS | F.END_STREAM));
+    recs[0]!.st.respond([[":status", "200"]], true);
+    t.feed(rst(1, CANCEL), SENTINEL);
+    const fs = out();
+    expect(recs[0]!.events).toEqual(["end", "close"]);
+    expect(goawayOf(fs)).toBeUndefined();
+    expect(pingAcks(fs)).toEqual(["sentinel"]);
+  });
+
+  test("server: a reset of an idle stream is GOAWAY PROTOCOL_ERROR naming it (§5.1); nothing after it is acted on", () => {
+    const { t, out, s } = server();
+    t.feed(headersFrame(1), rst(7, CANCEL), SENTINEL);
+    const fs = out();
+    expect(goawayOf(fs)).toEqual({ last: 1, code: PROTOCOL_ERROR, debug: "RST_STREAM on idle stream 7" });
+    expect(pingAcks(fs)).toEqual([]);
+    expect(s.closed).toBe(true);
+  });
+
+  test("client: a reset of a stream it never opened is GOAWAY PROTOCOL_ERROR; of one it reset, ignored", () => {
+    const { t, s, out } = client();
+    record(s.request(GRPC_REQUEST)).st.reset(CANCEL);
+    t.feed(rst(1, CANCEL), SENTINEL);
+    let fs = out();
+    expect(goawayOf(fs)).toBeUndefined();
+    expect(pingAcks(fs)).toEqual(["sentinel"]);
+    t.feed(rst(3, CANCEL));
+    fs = out();
+    expect(goawayOf(fs)).toEqual({ last: 0, code: PROTOCOL_ERROR, debug: "RST_STREAM on idle stream 3" });
+  });
+
+  test("an idle-stream reset is refused before the reset budget counts it", () => {
+    const { t, out, closes } = server({ resetBudget: { burst: 0, perSecond: 0.001 } });
+    t.feed(rst(1, CANCEL));
+    expect(goawayOf(out())?.code).toBe(PROTOCOL_ERROR);
+    expect(closes[0]!.message).toBe("RST_STREAM on idle stream 1");
   });
 
   test("reset budget: a burst of 3 is allowed, the 4th reset is GOAWAY ENHANCE_YOUR_CALM too_many_resets, the socket lingers", () => {

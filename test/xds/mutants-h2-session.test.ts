@@ -1,164 +1,29 @@
-// H2Session's connection half (session.ts up to onSocketData): construction and the SETTINGS it
-// sends, request(), close()/GOAWAY, destroy, the output queue, DATA out under flow control (pump),
-// receive credit (WINDOW_UPDATE out) and the transport's events. The session runs on a scripted
-// H2Transport in process: the test decides how much of each write the "socket" takes and when it
-// drains, ends or closes, and reads every frame the session wrote. Timers are Bun's fake timers
-// where a test is about time (keepalive, the close grace, the GOAWAY linger), so nothing sleeps.
-// Expected values are RFC 9113 literals (frame types, flags, error codes, SETTINGS ids, windows).
+// H2Session's connection half (session.ts up to pump): construction and the SETTINGS it sends,
+// request(), close()/GOAWAY and its grace, destroy, keepalive, the transport's events, closing on
+// a full socket; DATA out, receive credit and the last stream's close are in -flow. The session runs on
+// a scripted H2Transport in process (h2-session-out-rig.ts): the test decides how much of each
+// write the "socket" takes and when it drains, ends or closes, and reads every frame the session
+// wrote. Time is a ManualClock where a test is about time (keepalive, the close grace, the GOAWAY
+// linger), so nothing sleeps. Expected values are RFC 9113 literals.
 
-import { afterEach, describe, expect, jest, test } from "bun:test";
-import { HpackDecoder, type HeaderList } from "../../src/xds/h2/hpack.ts";
-import { H2Error, H2Session, type H2SessionOptions, type H2Stream } from "../../src/xds/h2/session.ts";
-import type { H2Transport, H2TransportEvents } from "../../src/xds/h2/transport.ts";
+import { describe, expect, test } from "bun:test";
+import { HpackDecoder } from "../../src/xds/h2/hpack.ts";
+import { H2Error } from "../../src/xds/h2/session.ts";
+import { E, F, GRPC_REQUEST, S, SETTINGS_ACK, T, headersFrame, literalBlock, parseFrames, ping, rawFrame, rst } from "./h2-support.ts";
 import {
-  CLIENT_PREFACE,
-  E,
-  F,
-  FakeSocket,
-  GRPC_REQUEST,
-  S,
-  SETTINGS_ACK,
-  T,
-  headersFrame,
-  literalBlock,
-  parseFrames,
-  ping,
-  rawFrame,
-  rst,
-  settings,
-  windowUpdate,
-  type RawFrame,
-} from "./h2-support.ts";
-
-/** A transport the test drives: takes up to `room` bytes, records end/shutdown/destroy, hands events on. */
-class ScriptedTransport implements H2Transport {
-  readonly retainsWrites = true;
-  destroyed = false;
-  ended = false;
-  /** Bytes the "socket" still takes before it reports full. */
-  room = Infinity;
-  readonly calls: string[] = [];
-  private bytes: Buffer[] = [];
-  ev!: H2TransportEvents;
-
-  write(data: Uint8Array): number {
-    const n = Math.min(data.length, this.room);
-    if (n > 0) this.bytes.push(Buffer.from(data.subarray(0, n)));
-    this.room -= n;
-    return n;
-  }
-  /** Idempotent, as both real transports' end is (a node socket ignores a second end()). */
-  end(): void {
-    if (!this.ended) this.calls.push("end");
-    this.ended = true;
-  }
-  shutdown(): void {
-    this.calls.push("shutdown");
-    this.ended = true;
-  }
-  destroy(): void {
-    this.calls.push("destroy");
-    this.destroyed = true;
-  }
-  listen(ev: H2TransportEvents): void {
-    this.ev = ev;
-  }
-  /** Everything written so far, as one buffer. */
-  written(): Buffer {
-    return Buffer.concat(this.bytes);
-  }
-}
-
-interface Rec {
-  st: H2Stream;
-  headers: HeaderList[];
-  data: Buffer[];
-  ended: number;
-  resets: [number, string][];
-  closed: number;
-  drains: number;
-}
-
-function record(st: H2Stream): Rec {
-  const r: Rec = { st, headers: [], data: [], ended: 0, resets: [], closed: 0, drains: 0 };
-  st.handlers = {
-    onHeaders: (h) => r.headers.push(h),
-    onData: (c) => r.data.push(Buffer.from(c)),
-    onEnd: () => r.ended++,
-    onReset: (code, why) => r.resets.push([code, why]),
-    onClose: () => r.closed++,
-    onDrain: () => r.drains++,
-  };
-  return r;
-}
-
-/** A session on a scripted transport; `out()` flushes and returns the frames written since the last call. */
-function rig(role: "client" | "server", opts: Partial<H2SessionOptions> = {}) {
-  const t = new ScriptedTransport();
-  const closes: (H2Error | undefined)[] = [];
-  const streams: Rec[] = [];
-  const goaways: [number, number, string][] = [];
-  const s = new H2Session(t, {
-    onStream: (st) => streams.push(record(st)),
-    onClose: (e) => closes.push(e),
-    onGoaway: (code, last, debug) => goaways.push([code, last, debug]),
-    ...opts,
-    role,
-  });
-  let read = 0;
-  let prefaceChecked = role === "server";
-  const out = (): RawFrame[] => {
-    s.flush();
-    let all = t.written();
-    if (!prefaceChecked && all.length >= 24) {
-      expect(all.subarray(0, 24).equals(CLIENT_PREFACE)).toBe(true);
-      prefaceChecked = true;
-    }
-    if (role === "client") all = all.subarray(24);
-    const fresh = parseFrames(all.subarray(read));
-    read += fresh.reduce((n, f) => n + 9 + f.payload.length, 0);
-    return fresh;
-  };
-  const feed = (...b: Buffer[]) => t.ev.data(Buffer.concat(b));
-  return { t, s, out, feed, closes, streams, goaways };
-}
-
-/** A server rig past the client preface and SETTINGS exchange; its own preface frames consumed. */
-function serverUp(opts: Partial<H2SessionOptions> = {}, peerSettings: [number, number][] = []) {
-  const r = rig("server", opts);
-  r.feed(CLIENT_PREFACE, settings(...peerSettings), SETTINGS_ACK);
-  r.out();
-  return r;
-}
-
-/** A client rig after the server's SETTINGS (and our ACK of them); its own preface frames consumed. */
-function clientUp(opts: Partial<H2SessionOptions> = {}, peerSettings: [number, number][] = []) {
-  const r = rig("client", opts);
-  r.feed(settings(...peerSettings), SETTINGS_ACK);
-  r.out();
-  return r;
-}
-
-const settingsOf = (f: RawFrame) => Array.from({ length: f.payload.length / 6 }, (_, i) => [f.payload.readUInt16BE(i * 6), f.payload.readUInt32BE(i * 6 + 2)]);
-const kinds = (fs: RawFrame[]) => fs.map((f) => `${f.type}/${f.flags}/${f.stream}/${f.payload.length}`);
-const goawayOf = (f: RawFrame) => ({
-  last: f.payload.readUInt32BE(0) & 0x7fffffff,
-  code: f.payload.readUInt32BE(4),
-  debug: f.payload.subarray(8).toString("utf8"),
-});
-const dataOn = (id: number, n: number, flags = 0, fill = 0x61) => rawFrame(T.DATA, flags, id, Buffer.alloc(n, fill));
-const PING_SENTINEL = Buffer.from("sentinel");
-/** Frames up to (not including) our ACK of the sentinel PING; fails if the ACK is missing. */
-function untilSentinel(fs: RawFrame[]): RawFrame[] {
-  const i = fs.findIndex((f) => f.type === T.PING && f.flags === F.ACK && f.payload.equals(PING_SENTINEL));
-  expect(i).toBeGreaterThanOrEqual(0);
-  return fs.slice(0, i);
-}
-const bytes = (n: number, fill: number) => Buffer.alloc(n, fill);
-
-afterEach(() => {
-  jest.useRealTimers();
-});
+  record,
+  rig,
+  serverUp,
+  clientUp,
+  settingsOf,
+  kinds,
+  goawayOf,
+  dataOn,
+  PING_SENTINEL,
+  untilSentinel,
+  bytes,
+  responseEnd,
+} from "./h2-session-out-rig.ts";
 
 describe("closing on a full socket", () => {
   test("close() while the socket takes nothing: the GOAWAY goes out on drain, then the socket is ended", () => {
@@ -282,7 +147,6 @@ describe("construction: the SETTINGS and WINDOW_UPDATE we open with", () => {
   });
 
   test("a server's resetBudget: the burst is allowed, the reset past it is GOAWAY ENHANCE_YOUR_CALM (fake clock: no refill)", () => {
-    jest.useFakeTimers();
     const { feed, out } = serverUp({ resetBudget: { burst: 2, perSecond: 1 } });
     feed(headersFrame(1), rst(1, E.CANCEL), headersFrame(3), rst(3, E.CANCEL), ping(PING_SENTINEL));
     expect(untilSentinel(out()).filter((f) => f.type === T.GOAWAY)).toEqual([]);
@@ -369,14 +233,13 @@ describe("the transport's end and close", () => {
     expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
-  test("after our GOAWAY the transport lingers 1 s for the peer's end, then is destroyed (fake clock)", () => {
-    jest.useFakeTimers();
-    const { t, feed } = rig("server");
+  test("after our GOAWAY the transport lingers 1 s for the peer's end, then is destroyed (ManualClock)", () => {
+    const { t, feed, clock } = rig("server");
     feed(Buffer.from("GET / HTTP/1.1\r\n\r\n"));
     expect(t.calls).toEqual(["shutdown"]);
-    jest.advanceTimersByTime(999);
+    clock.advance(999);
     expect(t.calls).toEqual(["shutdown"]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
@@ -510,8 +373,8 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(goawayOf(out()[0]!)).toEqual({ last: 0, code: E.ENHANCE_YOUR_CALM, debug: "calm down" });
   });
 
-  test("close(0): every stream not ended on our side is reset with CANCEL; then the socket is ended", () => {
-    const { s, out, t } = clientUp();
+  test("client close(0): every stream not ended on our side is reset with CANCEL; the socket is ended once the rest are answered", () => {
+    const { s, out, t, feed } = clientUp();
     const done = record(s.request(GRPC_REQUEST, true));
     const open = record(s.request(GRPC_REQUEST));
     const busy = record(s.request(GRPC_REQUEST));
@@ -524,11 +387,22 @@ describe("close(): GOAWAY and the grace period", () => {
       [T.RST_STREAM, 5, E.CANCEL],
     ]);
     expect([open.closed, busy.closed, done.closed]).toEqual([1, 1, 0]);
+    expect(t.calls).toEqual([]); // stream 1's answer is still to come: a server may drop it once our side ends
+    feed(responseEnd(1));
+    expect([done.ended, done.closed, done.resets]).toEqual([1, 1, []]);
+    expect(t.calls).toEqual(["end"]);
+  });
+
+  test("server close(0): a stream that sent all it had does not hold the socket open for the client's half", () => {
+    const { s, feed, t, streams } = serverUp();
+    feed(headersFrame(1));
+    streams[0]!.st.respond([[":status", "200"]], true);
+    s.close(0);
     expect(t.calls).toEqual(["end"]);
   });
 
   test("close(grace > 0): open streams carry on; the socket is ended once the last one has ended", () => {
-    const { s, out, t } = clientUp();
+    const { s, out, t, feed } = clientUp();
     const r = record(s.request(GRPC_REQUEST));
     out();
     s.close(100);
@@ -540,33 +414,47 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(t.calls).toEqual([]);
     r.st.end();
     expect(out().map((f) => [f.type, f.flags, f.stream, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 1, 0]]);
+    expect(t.calls).toEqual([]);
+    feed(responseEnd(1));
     expect(t.calls).toEqual(["end"]);
   });
 
-  test("the grace timer: a stream still open at graceMs is cut (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s, feed, t, closes, streams } = serverUp();
+  test("client: a stream reset by the server while closing lets the socket end", () => {
+    const { s, t, feed } = clientUp();
+    record(s.request(GRPC_REQUEST, true));
+    s.close(5000);
+    feed(rst(1, E.CANCEL));
+    expect(t.calls).toEqual(["end"]);
+  });
+
+  test("client: no request() once closing", () => {
+    const { s } = clientUp();
+    s.close(5000);
+    expect(() => s.request(GRPC_REQUEST)).toThrow("connection closed");
+  });
+
+  test("the grace timer: a stream still open at graceMs is cut (ManualClock)", () => {
+    const { s, feed, t, closes, streams, clock } = serverUp();
     feed(headersFrame(1));
     s.close(5000);
-    jest.advanceTimersByTime(4999);
+    clock.advance(4999);
     expect(t.calls).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(t.calls).toEqual(["destroy"]);
     expect(closes).toEqual([undefined]);
     expect(streams[0]!.resets).toEqual([[E.INTERNAL_ERROR, "connection closed"]]);
   });
 
   test("the grace timer is at least 1 s: close(0) and close(200) destroy at 1000 ms; a stream that sent all it had is just released", () => {
-    jest.useFakeTimers();
     for (const grace of [0, 200]) {
-      const { s, feed, t, streams } = serverUp();
+      const { s, feed, t, streams, clock } = serverUp();
       feed(headersFrame(1));
       streams[0]!.st.respond([[":status", "200"]], true);
       s.close(grace);
       expect(t.calls).toEqual(["end"]);
-      jest.advanceTimersByTime(999);
+      clock.advance(999);
       expect(t.calls).toEqual(["end"]);
-      jest.advanceTimersByTime(1);
+      clock.advance(1);
       expect(t.calls).toEqual(["end", "destroy"]);
       expect([streams[0]!.closed, streams[0]!.resets]).toEqual([1, []]);
     }
@@ -624,33 +512,28 @@ describe("destroy()", () => {
     expect(t.calls).toEqual(["destroy"]);
   });
 
-  test("the keepalive timer stops with the session (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s } = clientUp({ keepalive: { intervalMs: 1000, timeoutMs: 1000 } });
-    expect(jest.getTimerCount()).toBe(1);
+  test("the keepalive timer stops with the session (ManualClock)", () => {
+    const { s, clock } = clientUp({ keepalive: { intervalMs: 1000, timeoutMs: 1000 } });
+    expect(clock.pendingMs()).toEqual([500]); // the SETTINGS wait ended with the ACK
     s.destroy();
-    expect(jest.getTimerCount()).toBe(0);
+    expect(clock.pending()).toBe(0);
   });
 });
 
-describe("keepalive (fake clock)", () => {
-  const ka = (intervalMs: number, timeoutMs: number) => {
-    jest.useFakeTimers();
-    jest.advanceTimersByTime(1000); // the session is not born at time 0
-    return clientUp({ keepalive: { intervalMs, timeoutMs } });
-  };
+describe("keepalive (ManualClock)", () => {
+  const ka = (intervalMs: number, timeoutMs: number) => clientUp({ keepalive: { intervalMs, timeoutMs } });
 
   test("PING (8 zero octets) after intervalMs of silence, not before; GOAWAY INTERNAL_ERROR timeoutMs later, not before; one PING only", () => {
-    const { out, closes } = ka(90, 60);
-    jest.advanceTimersByTime(89);
+    const { out, closes, clock } = ka(90, 60);
+    clock.advance(89);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     const p = out();
     expect(p.map((f) => [f.type, f.flags, f.stream])).toEqual([[T.PING, 0, 0]]);
     expect(p[0]!.payload.equals(Buffer.alloc(8))).toBe(true);
-    jest.advanceTimersByTime(59);
+    clock.advance(59);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     const fs = out();
     expect(kinds(fs)).toEqual([`7/0/0/${8 + "keepalive ping not answered within 60 ms".length}`]);
     expect(goawayOf(fs[0]!)).toEqual({ last: 0, code: E.INTERNAL_ERROR, debug: "keepalive ping not answered within 60 ms" });
@@ -658,446 +541,20 @@ describe("keepalive (fake clock)", () => {
   });
 
   test("the check runs at least every 10 ms: intervalMs 8 pings at 10 ms, not at 8", () => {
-    const { out } = ka(8, 8);
-    jest.advanceTimersByTime(9);
+    const { out, clock } = ka(8, 8);
+    clock.advance(9);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(out().map((f) => f.type)).toEqual([T.PING]);
   });
 
   test("anything received restarts the silence: a frame at 60 ms moves the PING from 90 to 150 ms", () => {
-    const { out, feed } = ka(90, 60);
-    jest.advanceTimersByTime(60);
+    const { out, feed, clock } = ka(90, 60);
+    clock.advance(60);
     feed(SETTINGS_ACK);
-    jest.advanceTimersByTime(89);
+    clock.advance(89);
     expect(out()).toEqual([]);
-    jest.advanceTimersByTime(1);
+    clock.advance(1);
     expect(out().map((f) => f.type)).toEqual([T.PING]);
   });
-});
-
-describe("DATA out under the peer's windows (pump)", () => {
-  const dataFrames = (fs: RawFrame[]) => fs.filter((f) => f.type === T.DATA).map((f) => [f.stream, f.flags, f.payload.length]);
-
-  test("the stream window: 10 bytes, then each WINDOW_UPDATE lets that much more go, in order", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 10]]);
-    const st = s.request(GRPC_REQUEST);
-    out();
-    const body = Buffer.from("abcdefghijklmnopqrstuvwxy");
-    st.write(body);
-    const a = out();
-    expect(dataFrames(a)).toEqual([[1, 0, 10]]);
-    expect(st.bufferedBytes).toBe(15);
-    feed(windowUpdate(1, 10));
-    const b = out();
-    feed(windowUpdate(1, 100));
-    const c = out();
-    expect(dataFrames(b)).toEqual([[1, 0, 10]]);
-    expect(dataFrames(c)).toEqual([[1, 0, 5]]);
-    expect(Buffer.concat([...a, ...b, ...c].filter((f) => f.type === T.DATA).map((f) => f.payload)).equals(body)).toBe(true);
-    expect(st.bufferedBytes).toBe(0);
-  });
-
-  test("the connection window (65535) is shared and bounds a larger stream window; DATA frames stay within 16384", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 100_000]]);
-    const a = s.request(GRPC_REQUEST);
-    const b = s.request(GRPC_REQUEST);
-    out();
-    a.write(bytes(70_000, 1));
-    b.write(bytes(10, 2));
-    expect(dataFrames(out())).toEqual([
-      [1, 0, 16_384],
-      [1, 0, 16_384],
-      [1, 0, 16_384],
-      [1, 0, 16_383],
-    ]);
-    feed(windowUpdate(0, 4475));
-    expect(dataFrames(out())).toEqual([
-      [1, 0, 4465],
-      [3, 0, 10],
-    ]);
-    expect([a.bufferedBytes, b.bufferedBytes]).toEqual([0, 0]);
-  });
-
-  test("a stream blocked by its own window is not woken by a connection WINDOW_UPDATE, only by its own", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 0]]);
-    const st = s.request(GRPC_REQUEST);
-    st.write(bytes(5, 1));
-    out();
-    feed(windowUpdate(0, 1000), ping(PING_SENTINEL));
-    expect(dataFrames(untilSentinel(out()))).toEqual([]);
-    feed(windowUpdate(1, 1000));
-    expect(dataFrames(out())).toEqual([[1, 0, 5]]);
-  });
-
-  test("queued pieces share a DATA frame; one that does not fit whole fills the frame and the rest follows", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 0]]);
-    const st = s.request(GRPC_REQUEST);
-    out();
-    const a = bytes(10_000, 0x41);
-    const b = Buffer.concat([bytes(6384, 0x42), bytes(3616, 0x43)]);
-    st.write(a);
-    st.write(b);
-    expect(st.bufferedBytes).toBe(20_000);
-    feed(windowUpdate(1, 30_000));
-    const fs = out().filter((f) => f.type === T.DATA);
-    expect(fs.map((f) => f.payload.length)).toEqual([16_384, 3616]);
-    expect(fs[0]!.payload.equals(Buffer.concat([a, bytes(6384, 0x42)]))).toBe(true);
-    expect(fs[1]!.payload.equals(bytes(3616, 0x43))).toBe(true);
-  });
-
-  test("a piece of exactly the frame size is one frame, with no empty frame after it", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 0]]);
-    const st = s.request(GRPC_REQUEST);
-    out();
-    st.write(bytes(16_384, 1));
-    st.write(bytes(16_384, 2));
-    feed(windowUpdate(1, 40_000), ping(PING_SENTINEL));
-    const fs = untilSentinel(out()).filter((f) => f.type === T.DATA);
-    expect(fs.map((f) => [f.flags, f.payload.length, f.payload[0], f.payload[16_383]])).toEqual([
-      [0, 16_384, 1, 1],
-      [0, 16_384, 2, 2],
-    ]);
-    expect(st.bufferedBytes).toBe(0);
-    st.end();
-    expect(out().map((f) => [f.type, f.flags, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 0]]);
-  });
-
-  test("end() behind queued DATA: the last DATA frame carries END_STREAM, and nothing follows it", () => {
-    const { s, feed, out } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 10]]);
-    const st = s.request(GRPC_REQUEST);
-    out();
-    st.write(bytes(25, 1));
-    st.end();
-    expect(dataFrames(out())).toEqual([[1, 0, 10]]);
-    feed(windowUpdate(1, 10));
-    expect(dataFrames(out())).toEqual([[1, 0, 10]]);
-    feed(windowUpdate(1, 10));
-    expect(dataFrames(out())).toEqual([[1, F.END_STREAM, 5]]);
-    feed(windowUpdate(1, 10), windowUpdate(0, 10), ping(PING_SENTINEL));
-    expect(dataFrames(untilSentinel(out()))).toEqual([]);
-  });
-
-  test("end(trailers) behind queued DATA: DATA without END_STREAM, then HEADERS with END_STREAM and the trailers", () => {
-    const { feed, out, streams } = serverUp({}, [[S.INITIAL_WINDOW_SIZE, 4]]);
-    feed(headersFrame(1));
-    const st = streams[0]!.st;
-    st.respond([[":status", "200"]]);
-    st.write(bytes(6, 1));
-    st.end([["grpc-status", "0"]]);
-    expect(out().map((f) => [f.type, f.flags, f.payload.length])).toEqual([
-      [T.HEADERS, F.END_HEADERS, 5], // :status by static name index 8, "200" literal
-      [T.DATA, 0, 4],
-    ]);
-    feed(windowUpdate(1, 4));
-    const fs = out();
-    expect(fs.map((f) => [f.type, f.flags, f.stream])).toEqual([
-      [T.DATA, 0, 1],
-      [T.HEADERS, F.END_HEADERS | F.END_STREAM, 1],
-    ]);
-    expect(new HpackDecoder().decode(fs[1]!.payload)).toEqual([["grpc-status", "0"]]);
-  });
-
-  test("end() with nothing queued: an empty DATA frame with END_STREAM; the stream closes when the peer has ended too", () => {
-    const { feed, out, streams } = serverUp();
-    feed(headersFrame(1, GRPC_REQUEST, F.END_HEADERS | F.END_STREAM));
-    const r = streams[0]!;
-    r.st.respond([[":status", "200"]]);
-    expect(r.closed).toBe(0);
-    r.st.end();
-    expect(out().map((f) => [f.type, f.flags, f.stream, f.payload.length])).toEqual([
-      [T.HEADERS, F.END_HEADERS, 1, 5],
-      [T.DATA, F.END_STREAM, 1, 0],
-    ]);
-    expect(r.closed).toBe(1);
-  });
-
-  test("the last DATA with END_STREAM lets a graceful close end the socket", () => {
-    const { s, feed, out, t } = clientUp({}, [[S.INITIAL_WINDOW_SIZE, 3]]);
-    const st = s.request(GRPC_REQUEST);
-    st.write(bytes(5, 1));
-    st.end();
-    s.close(5000);
-    out();
-    expect(t.calls).toEqual([]);
-    feed(windowUpdate(1, 10));
-    expect(out().map((f) => [f.type, f.flags, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 2]]);
-    expect(t.calls).toEqual(["end"]);
-  });
-
-  test("a full socket holds DATA back; its drain lets the waiting stream go on, bytes in order", () => {
-    const { s, t, out } = clientUp();
-    const st = s.request(GRPC_REQUEST);
-    out();
-    t.room = 0;
-    st.write(Buffer.from("first"));
-    s.flush();
-    expect(s.socketBlocked).toBe(true);
-    expect(st.write(Buffer.from("second"))).toBe(false);
-    const r = record(st);
-    t.room = Infinity;
-    t.ev.drain();
-    expect(s.socketBlocked).toBe(false);
-    const fs = out().filter((f) => f.type === T.DATA);
-    expect(fs.map((f) => f.payload.toString())).toEqual(["first", "second"]);
-    expect(r.drains).toBe(1);
-  });
-});
-
-describe("receive credit: WINDOW_UPDATE out", () => {
-  const updates = (fs: RawFrame[]) => fs.filter((f) => f.type === T.WINDOW_UPDATE).map((f) => [f.stream, f.payload.readUInt32BE(0)]);
-
-  test("the connection's credit goes back at a quarter of its window: 24999 of 100000 bytes no, 25000 yes, then from zero again", () => {
-    const { feed, out } = serverUp({ connectionWindow: 100_000, streamWindow: 1 << 24 });
-    feed(headersFrame(1), dataOn(1, 16_384), dataOn(1, 8615), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([]);
-    feed(dataOn(1, 1), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([[0, 25_000]]);
-    feed(dataOn(1, 16_384), dataOn(1, 8615), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([]);
-    feed(dataOn(1, 1), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([[0, 25_000]]);
-  });
-
-  test("credit returned reopens the connection window: 65535 bytes, then as much as was credited, no FLOW_CONTROL_ERROR", () => {
-    const { feed, out } = serverUp({ streamWindow: 1 << 24 });
-    feed(headersFrame(1), ...[0, 1, 2, 3].map((i) => dataOn(1, i < 3 ? 16_384 : 16_383)));
-    const credited = updates(out())
-      .filter(([id]) => id === 0)
-      .reduce((n, [, inc]) => n + inc!, 0);
-    expect(credited).toBe(0); // the default connection window is 2 MiB: a quarter is 524288
-    const small = serverUp({ connectionWindow: 65_535, streamWindow: 1 << 24 });
-    small.feed(headersFrame(1), dataOn(1, 16_384), dataOn(1, 16_384), dataOn(1, 16_384), dataOn(1, 16_383));
-    expect(updates(small.out())).toEqual([
-      [0, 16_384],
-      [0, 16_384],
-      [0, 16_384],
-    ]); // 16383 bytes of credit wait: below a quarter of 65535
-    // the window is 49152 again: three more full frames fit
-    small.feed(dataOn(1, 16_384), dataOn(1, 16_384), dataOn(1, 16_384), ping(PING_SENTINEL));
-    expect(untilSentinel(small.out()).filter((f) => f.type === T.GOAWAY)).toEqual([]);
-  });
-
-  test("a stream's credit goes back at a quarter of its window: 249 of 1000 no, 250 yes", () => {
-    const { feed, out } = serverUp({ streamWindow: 1000 });
-    feed(headersFrame(1), dataOn(1, 249), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([]);
-    feed(dataOn(1, 1), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([[1, 250]]);
-  });
-
-  test("credit returned reopens the stream window: 1000 bytes, then 1000 more as credited, no RST_STREAM", () => {
-    const { feed, out, streams } = serverUp({ streamWindow: 1000 });
-    feed(headersFrame(1), dataOn(1, 1000));
-    expect(updates(out())).toEqual([[1, 1000]]);
-    feed(dataOn(1, 1000), ping(PING_SENTINEL));
-    const fs = untilSentinel(out());
-    expect(fs.filter((f) => f.type === T.RST_STREAM)).toEqual([]);
-    expect(updates(fs)).toEqual([[1, 1000]]);
-    expect(streams[0]!.resets).toEqual([]);
-  });
-
-  test("paused: no stream WINDOW_UPDATE however much arrives; resume() returns it all at once, below the threshold too", () => {
-    const { feed, out, streams } = serverUp({ streamWindow: 1000 });
-    feed(headersFrame(1));
-    streams[0]!.st.pause();
-    feed(dataOn(1, 300), ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([]);
-    streams[0]!.st.resume();
-    expect(updates(out())).toEqual([[1, 300]]);
-    streams[0]!.st.pause();
-    feed(dataOn(1, 10), ping(PING_SENTINEL));
-    untilSentinel(out());
-    streams[0]!.st.resume();
-    expect(updates(out())).toEqual([[1, 10]]);
-  });
-
-  test("resume() with no credit owed, or after the peer ended the stream, sends no WINDOW_UPDATE", () => {
-    const { feed, out, streams } = serverUp({ streamWindow: 1000 });
-    feed(headersFrame(1), headersFrame(3));
-    const [a, b] = [streams[0]!, streams[1]!];
-    a.st.pause();
-    a.st.resume();
-    b.st.pause();
-    feed(dataOn(3, 100, F.END_STREAM));
-    b.st.resume();
-    feed(ping(PING_SENTINEL));
-    expect(updates(untilSentinel(out()))).toEqual([]);
-  });
-
-  test("DATA for a stream we reset is credited to the connection only (no stream WINDOW_UPDATE, no error)", () => {
-    const { feed, out, streams } = serverUp({ connectionWindow: 65_535 });
-    feed(headersFrame(1));
-    streams[0]!.st.reset(E.CANCEL);
-    feed(dataOn(1, 16_384), ping(PING_SENTINEL));
-    const fs = untilSentinel(out());
-    expect(fs.map((f) => [f.type, f.stream])).toEqual([
-      [T.RST_STREAM, 1],
-      [T.WINDOW_UPDATE, 0],
-    ]);
-    expect(fs[0]!.payload.readUInt32BE(0)).toBe(E.CANCEL);
-    expect(updates(fs)).toEqual([[0, 16_384]]);
-  });
-});
-
-describe("header blocks out", () => {
-  test("after the peer changes SETTINGS_HEADER_TABLE_SIZE only the next block starts with a size update (0x20)", () => {
-    const { s, feed, out } = clientUp();
-    feed(settings([S.HEADER_TABLE_SIZE, 0]));
-    s.request([[":method", "POST"]]);
-    s.request([[":method", "POST"]]);
-    const hs = out().filter((f) => f.type === T.HEADERS);
-    expect(hs.map((f) => [...f.payload])).toEqual([
-      [0x20, 0x02, 0x04, ...Buffer.from("POST")],
-      [0x02, 0x04, ...Buffer.from("POST")],
-    ]);
-  });
-
-  test("a block larger than the peer's frame size: HEADERS then CONTINUATION, within 16384 each", () => {
-    const { s, out } = clientUp();
-    s.request([...GRPC_REQUEST, ["x-big", "v".repeat(20_000)]]);
-    const fs = out();
-    expect(fs.map((f) => [f.type, f.flags, f.stream])).toEqual([
-      [T.HEADERS, 0, 1],
-      [T.CONTINUATION, F.END_HEADERS, 1],
-    ]);
-    expect(fs[0]!.payload.length).toBe(16_384);
-  });
-
-  test("stream.reset(code): RST_STREAM on its id with that code", () => {
-    const { s, out } = clientUp();
-    s.request(GRPC_REQUEST);
-    const st = s.request(GRPC_REQUEST);
-    out();
-    st.reset(E.ENHANCE_YOUR_CALM);
-    expect(out().map((f) => [f.type, f.flags, f.stream, [...f.payload]])).toEqual([[T.RST_STREAM, 0, 3, [0, 0, 0, 11]]]);
-  });
-});
-
-describe("closing: the last stream going away ends the socket; nothing is left behind", () => {
-  test("a stream reset during a graceful close was the last one: the socket is ended at once", () => {
-    const { s, feed, out, t, streams } = serverUp();
-    feed(headersFrame(1));
-    s.close(5000);
-    expect(t.calls).toEqual([]);
-    streams[0]!.st.reset(E.CANCEL);
-    expect(out().map((f) => f.type)).toEqual([T.GOAWAY, T.RST_STREAM]);
-    expect(t.calls).toEqual(["end"]);
-  });
-
-  test("the grace timer is cleared once the transport has closed (fake clock)", () => {
-    jest.useFakeTimers();
-    const { s, t } = serverUp();
-    s.close(5000);
-    expect(jest.getTimerCount()).toBe(1);
-    t.destroyed = true;
-    t.ev.close(undefined);
-    expect(jest.getTimerCount()).toBe(0);
-  });
-
-  test("credit held by a paused stream that is then reset is never sent", () => {
-    const { feed, out, streams } = serverUp({ streamWindow: 1000 });
-    feed(headersFrame(1));
-    const st = streams[0]!.st;
-    st.pause();
-    feed(dataOn(1, 300));
-    st.reset(E.CANCEL);
-    st.resume();
-    feed(ping(PING_SENTINEL));
-    expect(untilSentinel(out()).filter((f) => f.type === T.WINDOW_UPDATE)).toEqual([]);
-  });
-});
-
-describe("survivors of the first measurement", () => {
-  test("errors are H2Errors by name (the name shows where an error is printed whole)", () => {
-    const { t, closes } = serverUp();
-    t.ev.close(new Error("EPIPE"));
-    expect(closes[0]!.name).toBe("H2Error");
-    expect(String(closes[0])).toBe("H2Error: EPIPE");
-  });
-
-  test("a fresh connection's first header block carries no table size update", () => {
-    const { s, out } = clientUp();
-    s.request([[":method", "POST"]]);
-    expect([...out().find((f) => f.type === T.HEADERS)!.payload]).toEqual([0x02, 0x04, ...Buffer.from("POST")]);
-  });
-
-  test("maxHeaderListSize bounds the decoded header list: GOAWAY COMPRESSION_ERROR naming the limit", () => {
-    const ok = serverUp({ maxHeaderListSize: 1000 });
-    ok.feed(headersFrame(1), ping(PING_SENTINEL));
-    expect(untilSentinel(ok.out()).filter((f) => f.type === T.GOAWAY)).toEqual([]);
-    expect(ok.streams).toHaveLength(1);
-
-    const big = serverUp({ maxHeaderListSize: 1000 });
-    big.feed(headersFrame(1, [...GRPC_REQUEST, ["x-big", "v".repeat(1000)]]));
-    const g = goawayOf(big.out().find((f) => f.type === T.GOAWAY)!);
-    expect(g).toEqual({ last: 0, code: E.COMPRESSION_ERROR, debug: "header block: header list larger than 1000 bytes" });
-  });
-
-  test("during a graceful close, a stream held back by a full socket still sends its DATA after the drain", () => {
-    const { s, t, out } = clientUp();
-    const st = s.request(GRPC_REQUEST);
-    out();
-    t.room = 0;
-    st.write(Buffer.from("first"));
-    s.flush();
-    st.write(Buffer.from("second")); // the socket is full: this one waits in the stream's queue
-    s.close(5000);
-    t.room = Infinity;
-    t.ev.drain();
-    const fs = out();
-    expect(fs.map((f) => [f.type, f.payload.length])).toEqual([
-      [T.DATA, 5],
-      [T.GOAWAY, 8],
-      [T.DATA, 6],
-    ]);
-    expect(t.calls).toEqual([]);
-  });
-});
-
-describe("a full socket and several streams", () => {
-  test("end() while the socket is full: END_STREAM waits behind the stream's queued DATA", () => {
-    const { s, t, out } = clientUp();
-    const st = s.request(GRPC_REQUEST);
-    out();
-    t.room = 0;
-    st.write(Buffer.from("first"));
-    s.flush();
-    st.write(Buffer.from("second"));
-    st.end();
-    t.room = Infinity;
-    t.ev.drain();
-    expect(out().map((f) => [f.type, f.flags, f.payload.toString()])).toEqual([
-      [T.DATA, 0, "first"],
-      [T.DATA, F.END_STREAM, "second"],
-    ]);
-  });
-
-  test("the drain moves every waiting stream's DATA, not only the first one's", () => {
-    const { s, t, out } = clientUp();
-    const a = s.request(GRPC_REQUEST);
-    const b = s.request(GRPC_REQUEST);
-    out();
-    t.room = 0;
-    a.write(Buffer.from("a1"));
-    s.flush();
-    a.write(Buffer.from("a2"));
-    b.write(Buffer.from("b1"));
-    t.room = Infinity;
-    t.ev.drain();
-    expect(out().map((f) => [f.stream, f.payload.toString()])).toEqual([
-      [1, "a1"],
-      [1, "a2"],
-      [3, "b1"],
-    ]);
-  });
-});
-
-test("a node Duplex (not an H2Transport) is wrapped: the SETTINGS reach the socket", async () => {
-  const sock = new FakeSocket();
-  const s = new H2Session(sock, { role: "server" });
-  s.flush();
-  await Promise.resolve();
-  expect(sock.frames().map((f) => f.type)).toEqual([T.SETTINGS, T.WINDOW_UPDATE]);
-  s.destroy();
 });

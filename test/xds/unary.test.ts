@@ -2,6 +2,7 @@
 // by the server's concurrent-stream limit, and the error it rejects with.
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import http2 from "node:http2";
 import net from "node:net";
 import { GrpcCallError, UnaryChannel } from "../../src/xds/unary.ts";
 import { ScriptedCa, frame, reply } from "../ca/scripted-ca.ts";
@@ -60,4 +61,42 @@ test("a grpc-status in the response headers (not trailers-only) is no status: wi
   expect((e as GrpcCallError).code).toBe(2);
   expect((e as GrpcCallError).details).toBe("No status information received");
   ch.close();
+});
+
+test("the server's GOAWAY with a call in flight: our side closes gracefully at once (GOAWAY back), the held answer still arrives, then the socket ends", async () => {
+  const server = http2.createServer();
+  const events: string[] = [];
+  let hold: (() => void) | undefined;
+  let serverSession: http2.ServerHttp2Session | undefined;
+  server.on("session", (s) => {
+    serverSession = s;
+    s.on("goaway", (code) => events.push(`client goaway ${code}`));
+    s.on("close", () => events.push("closed"));
+  });
+  server.on("stream", (st: http2.ServerHttp2Stream) => {
+    st.on("data", () => {});
+    hold = () => {
+      st.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+      st.on("wantTrailers", () => st.sendTrailers({ "grpc-status": "0" }));
+      st.end(frame(Buffer.from("late answer")));
+    };
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  const ch = new UnaryChannel({ dial: () => net.connect(port, "127.0.0.1"), scheme: "http", authority: `127.0.0.1:${port}` });
+  try {
+    const call = ch.call("/svc/M", [], Buffer.from("a"), 10_000);
+    await until(() => hold !== undefined, "the server holds the call", 5000);
+    serverSession!.goaway(0, 1);
+    await until(() => events.includes("client goaway 0"), "the client's GOAWAY in answer", 5000);
+    expect(events).toEqual(["client goaway 0"]); // the connection is still up
+    hold!();
+    expect(Buffer.from(await call).toString()).toBe("late answer");
+    await until(() => events.includes("closed"), "the connection to close once the call was answered", 5000);
+    expect(events).toEqual(["client goaway 0", "closed"]);
+    expect(ch.dials).toBe(1);
+  } finally {
+    ch.close();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
 });

@@ -33,12 +33,27 @@ import { H2Stream, type StreamHost } from "./stream.ts";
 import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 import { NODE_SOCKET_BUDGET, NodeTransport, type H2Transport } from "./transport.ts";
 import { H2Writer } from "./writer.ts";
+import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from "../../lib/clock.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
 export { WRITE_BATCH } from "./writer.ts";
 
 /** Unwritten bytes a node socket may hold before the writer waits for its drain. */
 export const SOCKET_BUDGET = NODE_SOCKET_BUDGET;
+
+/**
+ * How long our SETTINGS may go unacknowledged before the connection fails with SETTINGS_TIMEOUT
+ * (RFC 9113 §6.5.3); nghttpx's default. A peer answers in one round trip.
+ */
+export const SETTINGS_ACK_TIMEOUT_MS = 10_000;
+
+/**
+ * Closed streams the peer had finished (END_STREAM or RST_STREAM) that are remembered, newest
+ * last, so that HEADERS on one is known to be a STREAM_CLOSED connection error. An older closed
+ * stream is no longer told apart from one we reset, whose late frames must be ignored (nghttp2
+ * keeps a bounded list the same way).
+ */
+export const REMEMBERED_CLOSED_STREAMS = 256;
 
 export class H2Error extends Error {
   override name = "H2Error";
@@ -70,6 +85,10 @@ export interface H2SessionOptions {
   pingPolicy?: { minIntervalMs: number; maxStrikes: number };
   /** Server: streams the client may reset (token bucket); past it GOAWAY ENHANCE_YOUR_CALM (rapid reset). */
   resetBudget?: RateBudgetOptions;
+  /** Time for keepalive, the ping policy, the reset budget and every timeout; the real clock when omitted. */
+  clock?: Clock;
+  /** Our SETTINGS unacknowledged this long: GOAWAY SETTINGS_TIMEOUT. 1 ms to 2^31-1 ms; SETTINGS_ACK_TIMEOUT_MS when omitted. */
+  settingsTimeoutMs?: number;
   /** Server: a new stream opened by the peer, with its request headers. */
   onStream?(stream: H2Stream, headers: HeaderList): void;
   /** The connection is gone; `error` says why when it was not a clean close. */
@@ -130,12 +149,17 @@ export class H2Session implements StreamHost {
 
   private nextStreamId = 1;
   private lastPeerStream = 0;
-  private lastReceiveAt = 0;
-  private pingSentAt = 0;
-  private lastPeerPingAt = 0;
+  /** Closed streams the peer had finished, oldest first (REMEMBERED_CLOSED_STREAMS of them). */
+  private readonly finishedByPeer = new Set<number>();
+  private readonly clock: Clock;
+  private lastReceiveAt: number;
+  private pingSentAt: number | undefined;
+  private lastPeerPingAt: number | undefined;
   private pingStrikes = 0;
   private readonly resetBudget: RateBudget | undefined;
-  private readonly timers: ReturnType<typeof setInterval>[] = [];
+  /** Timers that end with the session: the SETTINGS ACK wait and the keepalive tick. */
+  private settingsTimer: TimerHandle | undefined;
+  private keepaliveTimer: TimerHandle | undefined;
   private error: H2Error | undefined;
 
   constructor(
@@ -151,9 +175,11 @@ export class H2Session implements StreamHost {
     this.highWaterMark = o.highWaterMark ?? 256 * 1024;
     this.connRecvWindow = this.connWindow;
     this.hpack = new HpackDecoder(4096, o.maxHeaderListSize ?? 256 * 1024);
-    this.resetBudget = o.role === "server" && o.resetBudget ? new RateBudget(o.resetBudget, () => performance.now()) : undefined;
+    this.clock = o.clock ?? systemClock;
+    const clock = this.clock;
+    this.resetBudget = o.role === "server" && o.resetBudget ? new RateBudget(o.resetBudget, () => clock.now()) : undefined;
     this.state = o.role === "server" ? "preface" : "header";
-    this.lastReceiveAt = performance.now();
+    this.lastReceiveAt = clock.now();
 
     // A close is clean when either side said GOAWAY first or nothing was in progress.
     const clean = () => this.goaway !== undefined || this.closing || this.streams.size === 0;
@@ -179,6 +205,10 @@ export class H2Session implements StreamHost {
     if (o.role === "client") settings.unshift([Setting.ENABLE_PUSH, 0]);
     else settings.unshift([Setting.MAX_CONCURRENT_STREAMS, this.maxStreams]);
     this.push(settingsFrame(settings));
+    const settingsTimeout = Math.min(Math.max(o.settingsTimeoutMs ?? SETTINGS_ACK_TIMEOUT_MS, 1), MAX_TIMER_MS);
+    this.settingsTimer = clock.timer(settingsTimeout, () =>
+      this.fail(H2Code.SETTINGS_TIMEOUT, `the peer did not acknowledge our SETTINGS within ${settingsTimeout} ms`),
+    );
     if (this.connWindow > DEFAULT_WINDOW) this.push(windowUpdateFrame(0, this.connWindow - DEFAULT_WINDOW));
     if (o.keepalive) this.startKeepalive(o.keepalive.intervalMs, o.keepalive.timeoutMs);
   }
@@ -186,7 +216,7 @@ export class H2Session implements StreamHost {
   /** Client: open a stream with request headers. */
   request(headers: HeaderList, endStream = false): H2Stream {
     if (this.o.role !== "client") throw new Error("request() on a server session");
-    if (this.closed) throw new H2Error(H2Code.INTERNAL_ERROR, "connection closed");
+    if (this.closed || this.closing) throw new H2Error(H2Code.INTERNAL_ERROR, "connection closed");
     if (this.goaway) throw new H2Error(H2Code.REFUSED_STREAM, "the peer sent GOAWAY");
     if (this.streams.size >= this.peerMaxStreams) throw new H2Error(H2Code.REFUSED_STREAM, "peer's concurrent stream limit reached");
     const id = this.nextStreamId;
@@ -199,16 +229,18 @@ export class H2Session implements StreamHost {
   }
 
   /**
-   * Graceful: GOAWAY(NO_ERROR); once every stream has sent all it will send (ended or reset), the
-   * socket is ended after the queued bytes; whatever is left after `graceMs` is destroyed.
+   * Graceful: GOAWAY(NO_ERROR), then the socket is ended after the queued bytes once nothing more
+   * is owed: a server's streams have sent all they will send (ended or reset); a client's have
+   * also had their answers (closed both ways), since a server may drop the responses of a client
+   * whose socket ended (node's does), as Go's ClientConn.Shutdown waits. With `graceMs` ≤ 0 the
+   * streams still sending are reset. Whatever is left after `graceMs` (at least 1 s) is destroyed.
    */
   close(graceMs = 0, code: number = H2Code.NO_ERROR, debug = ""): void {
     if (this.closed || this.closing) return;
     this.closing = true;
     this.push(goawayFrame(this.lastPeerStream, code, debug));
-    const t = setTimeout(() => this.destroy(undefined), Math.max(graceMs, 1000));
-    t.unref?.();
-    this.onTransportClosed(() => clearTimeout(t));
+    const t = this.clock.timer(Math.min(Math.max(graceMs, 1000), MAX_TIMER_MS), () => this.destroy(undefined));
+    this.onTransportClosed(() => t.cancel());
     if (graceMs <= 0) for (const st of [...this.streams.values()]) if (!st.localEnded) st.reset(H2Code.CANCEL, "connection closing");
     this.checkClosing();
   }
@@ -219,6 +251,7 @@ export class H2Session implements StreamHost {
   /** While closing: end the socket once nothing more will be sent on any stream. */
   checkClosing(): void {
     if (!this.closing || this.closed) return;
+    if (this.o.role === "client" && this.streams.size > 0) return; // answers still to come
     for (const st of this.streams.values()) if (!st.localEnded || st.queued > 0) return;
     this.writer.flush();
     // A full socket: end once the rest has gone (onSocketDrain comes back here).
@@ -237,7 +270,8 @@ export class H2Session implements StreamHost {
     if (this.closed) return;
     this.closed = true;
     this.error ??= error;
-    for (const t of this.timers) clearInterval(t);
+    this.settingsTimer?.cancel();
+    this.keepaliveTimer?.cancel();
     try {
       this.writer.flush();
     } catch {}
@@ -246,7 +280,7 @@ export class H2Session implements StreamHost {
       // peer still sends for up to 1 s, so the GOAWAY is not lost to a reset of a full socket.
       const t = this.transport;
       t.shutdown();
-      setTimeout(() => t.destroy(), 1000).unref?.();
+      this.clock.timer(1000, () => t.destroy());
     } else this.transport.destroy();
     const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
     for (const s of [...this.streams.values()]) {
@@ -261,21 +295,20 @@ export class H2Session implements StreamHost {
 
   /** PING after `intervalMs` without input; the connection fails if the ACK takes over `timeoutMs`. */
   private startKeepalive(intervalMs: number, timeoutMs: number): void {
-    const t = setInterval(
-      () => {
-        const now = performance.now();
-        if (this.pingSentAt > 0) {
-          if (now - this.pingSentAt >= timeoutMs) this.fail(H2Code.INTERNAL_ERROR, `keepalive ping not answered within ${timeoutMs} ms`);
-          return;
-        }
-        if (now - this.lastReceiveAt < intervalMs) return;
-        this.pingSentAt = now;
-        this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
-      },
-      Math.max(10, Math.min(intervalMs, timeoutMs) / 2),
-    );
-    t.unref?.();
-    this.timers.push(t);
+    const period = Math.max(10, Math.min(intervalMs, timeoutMs) / 2);
+    const tick = () => {
+      if (this.closed) return;
+      this.keepaliveTimer = this.clock.timer(period, tick);
+      const now = this.clock.now();
+      if (this.pingSentAt !== undefined) {
+        if (now - this.pingSentAt >= timeoutMs) this.fail(H2Code.INTERNAL_ERROR, `keepalive ping not answered within ${timeoutMs} ms`);
+        return;
+      }
+      if (now - this.lastReceiveAt < intervalMs) return;
+      this.pingSentAt = now;
+      this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+    };
+    this.keepaliveTimer = this.clock.timer(period, tick);
   }
 
   // ---- output ----
@@ -384,9 +417,16 @@ export class H2Session implements StreamHost {
   }
 
   streamClosed(s: H2Stream): void {
+    if (s.remoteEnded) this.rememberFinished(s.id);
     this.streams.delete(s.id);
     this.blocked.delete(s);
     this.checkClosing();
+  }
+
+  /** Note a stream the peer has finished (END_STREAM or RST_STREAM), forgetting the oldest past the bound. */
+  private rememberFinished(id: number): void {
+    this.finishedByPeer.add(id);
+    if (this.finishedByPeer.size > REMEMBERED_CLOSED_STREAMS) this.finishedByPeer.delete(this.finishedByPeer.values().next().value!);
   }
 
   private onSocketDrain(): void {
@@ -408,7 +448,7 @@ export class H2Session implements StreamHost {
 
   private onSocketData(chunk: Buffer): void {
     if (this.closed) return;
-    this.lastReceiveAt = performance.now();
+    this.lastReceiveAt = this.clock.now();
     try {
       this.parse(chunk);
     } catch (e) {
@@ -531,7 +571,7 @@ export class H2Session implements StreamHost {
       } else {
         this.dataStream = s;
       }
-    } else if (id > this.highestStreamId()) {
+    } else if (this.isIdle(id)) {
       throw new H2Error(H2Code.PROTOCOL_ERROR, `DATA on idle stream ${id}`);
     } else if (s && s.remoteEnded && !s.closed) {
       s.abort(H2Code.STREAM_CLOSED, "DATA after the peer ended the stream");
@@ -551,8 +591,14 @@ export class H2Session implements StreamHost {
     if (s && !s.closed && this.fFlags & Flag.END_STREAM) s.remoteEnd();
   }
 
-  private highestStreamId(): number {
-    return this.o.role === "client" ? this.nextStreamId - 2 : this.lastPeerStream;
+  /**
+   * Idle (RFC 9113 §5.1): a stream id neither side has used yet — above the last one the peer
+   * opened, or, among ids of our parity, one we have not opened (a server opens none: its
+   * nextStreamId stays 1, below every even id).
+   */
+  private isIdle(id: number): boolean {
+    const ours = id % 2 === (this.o.role === "client" ? 1 : 0);
+    return ours ? id >= this.nextStreamId : id > this.lastPeerStream;
   }
 
   private onFrame(p: Buffer): void {
@@ -584,7 +630,10 @@ export class H2Session implements StreamHost {
           return;
         }
         const s = this.streams.get(id);
-        if (!s) return;
+        if (!s) {
+          if (this.isIdle(id)) throw new H2Error(H2Code.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${id}`);
+          return; // a closed stream: the peer may credit it after we ended it (§5.1)
+        }
         if (inc === 0) return s.abort(H2Code.PROTOCOL_ERROR, "stream WINDOW_UPDATE of 0");
         s.sendWindow += inc;
         if (s.sendWindow > MAX_WINDOW) return s.abort(H2Code.FLOW_CONTROL_ERROR, "stream window above 2^31-1");
@@ -595,7 +644,7 @@ export class H2Session implements StreamHost {
         if (p.length !== 8) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "PING must be 8 bytes");
         if (id !== 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "PING on a stream");
         if (this.fFlags & Flag.ACK) {
-          this.pingSentAt = 0;
+          this.pingSentAt = undefined;
           return;
         }
         this.checkPingPolicy();
@@ -605,8 +654,13 @@ export class H2Session implements StreamHost {
       case FrameType.RST_STREAM: {
         if (p.length !== 4) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "RST_STREAM must be 4 bytes");
         if (id === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+        if (this.isIdle(id)) throw new H2Error(H2Code.PROTOCOL_ERROR, `RST_STREAM on idle stream ${id}`);
         const code = p.readUInt32BE(0);
-        this.streams.get(id)?.remoteReset(code, `stream reset by the peer (${h2CodeName(code)})`);
+        const st = this.streams.get(id);
+        if (st) {
+          this.rememberFinished(id);
+          st.remoteReset(code, `stream reset by the peer (${h2CodeName(code)})`);
+        } // else a closed stream: both sides may reset it at once (§5.1)
         if (this.resetBudget && !this.resetBudget.take()) {
           const b = this.o.resetBudget!;
           this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_resets"));
@@ -645,8 +699,8 @@ export class H2Session implements StreamHost {
   private checkPingPolicy(): void {
     const pol = this.o.pingPolicy;
     if (!pol) return;
-    const now = performance.now();
-    if (this.lastPeerPingAt > 0 && now - this.lastPeerPingAt < pol.minIntervalMs) {
+    const now = this.clock.now();
+    if (this.lastPeerPingAt !== undefined && now - this.lastPeerPingAt < pol.minIntervalMs) {
       this.pingStrikes++;
       if (this.pingStrikes > pol.maxStrikes) {
         this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_pings"));
@@ -661,7 +715,7 @@ export class H2Session implements StreamHost {
   /** Data or headers sent on a stream: ping strikes start over (gRPC's enforcement rule). */
   resetPingStrikes(): void {
     this.pingStrikes = 0;
-    this.lastPeerPingAt = 0;
+    this.lastPeerPingAt = undefined;
   }
 
   private onHeadersFrame(p: Buffer): void {
@@ -696,9 +750,14 @@ export class H2Session implements StreamHost {
       existing.receiveHeaders(headers, hb.endStream);
       return;
     }
-    if (this.o.role === "client") return; // headers for a stream we already forgot
+    // A closed stream the peer had finished: it knows, so this is its error (§5.1 "closed").
+    if (this.finishedByPeer.has(hb.stream)) throw new H2Error(H2Code.STREAM_CLOSED, `HEADERS on closed stream ${hb.stream}`);
+    if (this.o.role === "client") {
+      if (this.isIdle(hb.stream)) throw new H2Error(H2Code.PROTOCOL_ERROR, `HEADERS on stream ${hb.stream}, which we did not open`);
+      return; // a stream we reset (or closed long ago): its late answer is dropped
+    }
     if (hb.stream % 2 === 0) throw new H2Error(H2Code.PROTOCOL_ERROR, `client opened even stream ${hb.stream}`);
-    if (hb.stream <= this.lastPeerStream) return; // a stream we closed: ignore
+    if (hb.stream <= this.lastPeerStream) return; // a stream we reset (or closed long ago): ignored
     this.lastPeerStream = hb.stream;
     if (this.goaway || this.closing || this.closed) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
     if (this.streams.size >= this.maxStreams) return this.sendReset(hb.stream, H2Code.REFUSED_STREAM);
@@ -713,6 +772,8 @@ export class H2Session implements StreamHost {
     if (this.fStream !== 0) throw new H2Error(H2Code.PROTOCOL_ERROR, "SETTINGS on a stream");
     if (this.fFlags & Flag.ACK) {
       if (p.length !== 0) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      this.settingsTimer?.cancel();
+      this.settingsTimer = undefined;
       return;
     }
     if (p.length % 6 !== 0) throw new H2Error(H2Code.FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");

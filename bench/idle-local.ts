@@ -1,0 +1,144 @@
+// A/B of local mode's idle memory (issue #16): compiled agents in bench/idle.ts's local shape
+// (LOCAL_XDS_PATH=examples/xds.yaml, CA_PROVIDER=local, DISABLE_ENVOY), each build twice: at rest
+// (no xDS client: the relay has opened nothing to the local server) and serving (one ADS stream
+// held open on its XDS socket by a grpc-js client in this process, as a proxyless application
+// holds it: LDS, RDS, CDS and EDS answered through the relay and the local server). All alive at
+// once so the machine's load falls on every column alike. Memory is the median of WINDOWS
+// readings from STEADY_MS after the first start.
+//   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-local.ts
+// Not part of `bun run bench` (a comparison of builds, like idle-ca.ts).
+
+import * as grpc from "@grpc/grpc-js";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import protobuf from "protobufjs";
+import { freePort } from "../test/support/fake-envoy.ts";
+import { memKiB } from "./idle.ts";
+import { fmt, spawnUntil, type Proc } from "./support.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const STEADY_MS = Number(process.env.IDLE_STEADY_MS ?? 45_000);
+const WINDOW_MS = Number(process.env.IDLE_WINDOW_MS ?? 10_000);
+const WINDOWS = 3;
+const TYPES = ["listener.v3.Listener", "route.v3.RouteConfiguration", "cluster.v3.Cluster", "endpoint.v3.ClusterLoadAssignment"].map(
+  (t) => `type.googleapis.com/envoy.config.${t}`,
+);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+
+function agents(): [string, string][] {
+  const spec = process.env.IDLE_AGENTS ?? `current=${join(ROOT, "dist/agent")}`;
+  return spec.split(",").map((p) => {
+    const i = p.indexOf("=");
+    return [p.slice(0, i), resolve(p.slice(i + 1))] as [string, string];
+  });
+}
+
+/** DiscoveryRequest with the fields used here (type_url 4, node 1 { id 1 }, resource_names 3): no Envoy protos needed. */
+const DiscoveryRequest = protobuf.Root.fromJSON({
+  nested: {
+    Node: { fields: { id: { type: "string", id: 1 } } },
+    DiscoveryRequest: {
+      fields: {
+        node: { type: "Node", id: 1 },
+        resource_names: { rule: "repeated", type: "string", id: 3 },
+        type_url: { type: "string", id: 4 },
+      },
+    },
+  },
+}).lookupType("DiscoveryRequest");
+
+/** One ADS stream on the agent's XDS socket, a request per type; resolves once each type is answered. */
+async function holdAds(socket: string): Promise<grpc.Client> {
+  const client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
+  const call = client.makeBidiStreamRequest(
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+    (b: Buffer) => b,
+    (b: Buffer) => b,
+  );
+  call.on("error", () => {});
+  let answered = 0;
+  const done = new Promise<void>((res, rej) => {
+    call.on("data", () => ++answered === TYPES.length && res());
+    call.on("status", (s: grpc.StatusObject) => rej(new Error(`ADS stream ended: ${s.code} ${s.details}`)));
+  });
+  const names: Record<string, string[]> = { [TYPES[1]!]: ["greeter.demo:50051"], [TYPES[3]!]: ["outbound|50051||greeter.demo"] };
+  for (const t of TYPES) {
+    const msg = { node: { id: "sidecar~127.0.0.1~idle-0.bench~bench.svc.cluster.local" }, type_url: t, resource_names: names[t] ?? [] };
+    call.write(Buffer.from(DiscoveryRequest.encode(DiscoveryRequest.fromObject(msg)).finish()));
+  }
+  await done;
+  return client;
+}
+
+export async function run(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "agent-idle-local-"));
+  const procs: Proc[] = [];
+  const clients: grpc.Client[] = [];
+  try {
+    const runs: { label: string; shape: string; pid: number }[] = [];
+    const t0 = performance.now();
+    for (const [label, bin] of agents()) {
+      for (const shape of ["at rest", "serving"]) {
+        const cwd = join(dir, `${label}-${shape === "at rest" ? "rest" : "serving"}`);
+        mkdirSync(join(cwd, "var/run/secrets/istio"), { recursive: true });
+        copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(cwd, "var/run/secrets/istio/root-cert.pem"));
+        const env: Record<string, string> = {
+          PATH: process.env.PATH ?? "/usr/bin:/bin",
+          HOME: cwd,
+          POD_NAME: "idle-0",
+          POD_NAMESPACE: "bench",
+          INSTANCE_IP: "127.0.0.1",
+          CLOUD_PLATFORM: "none",
+          DISABLE_ENVOY: "true",
+          CA_PROVIDER: "local",
+          LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"),
+          PROXY_CONFIG: JSON.stringify({
+            terminationDrainDuration: "1s",
+            statusPort: await freePort(),
+            proxyAdminPort: await freePort(),
+            controlPlaneAuthPolicy: "NONE",
+          }),
+        };
+        const p = await spawnUntil([bin, "proxy", "sidecar"], env, cwd, /local xDS: serving/, 60_000);
+        procs.push(p);
+        if (shape === "serving") clients.push(await holdAds(join(cwd, "etc/istio/proxy/XDS")));
+        runs.push({ label, shape, pid: p.pid });
+      }
+    }
+    await Bun.sleep(Math.max(0, STEADY_MS - (performance.now() - t0)));
+    const load = loadavg();
+    const readings = runs.map(() => ({ rss: [] as number[], anon: [] as number[], file: [] as number[] }));
+    for (let w = 0; w < WINDOWS; w++) {
+      await Bun.sleep(WINDOW_MS);
+      runs.forEach((r, i) => {
+        const m = memKiB(r.pid);
+        readings[i]!.rss.push(m.rss / 1024);
+        readings[i]!.anon.push(m.anon / 1024);
+        readings[i]!.file.push(m.file / 1024);
+      });
+    }
+    return [
+      "## Idle memory in local mode (bench/idle-local.ts)",
+      "",
+      `Local-mode agents (bench/idle.ts's shape), each build at rest and serving one held ADS stream (LDS, RDS, CDS, EDS answered from examples/xds.yaml), all alive at once; ` +
+        `memory the median of ${WINDOWS} readings ${WINDOW_MS / 1000} s apart from ${STEADY_MS / 1000} s after the first start. Load average: ${load} at the start, ${loadavg()} at the end.`,
+      "",
+      "| build | local mode | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
+      "|---|---|---|---|---|",
+      ...runs.map(
+        (r, i) => `| ${r.label} | ${r.shape} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`,
+      ),
+      "",
+    ].join("\n");
+  } finally {
+    for (const c of clients) c.close();
+    for (const p of procs) p.kill("SIGKILL");
+    await Promise.all(procs.map((p) => p.exited));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.main) console.log(await run());
