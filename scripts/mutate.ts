@@ -133,6 +133,7 @@ export const AREAS: Record<string, Area> = {
     mutate: ["src/xds/grpcserver.ts", "src/xds/grpccall.ts", "src/xds/grpcrequests.ts"],
     tests: [
       "test/xds/mutants-grpc-server.test.ts",
+      "test/xds/grpcserver-tcp.test.ts",
       "test/sds/server-h2.test.ts",
       "test/sds/server.test.ts",
       "test/xds/hostile-client.test.ts",
