@@ -63,6 +63,18 @@ export class UnixGrpcServer {
 
   constructor(private readonly o: UnixGrpcServerOptions) {}
 
+  /** Bun's socket callbacks, the same for the Unix and the TCP listener: each connection's transport gets its events. */
+  private readonly socketHandlers: Bun.SocketHandler<BunTransport | undefined> = {
+    open: (sock) => {
+      sock.data = this.onConnection(sock);
+    },
+    data: (sock, chunk) => sock.data?.onData(chunk),
+    drain: (sock) => sock.data?.onDrain(),
+    end: (sock) => sock.data?.onEnd(),
+    error: (sock, e) => sock.data?.onError(e),
+    close: (sock, e) => sock.data?.onClose(e),
+  };
+
   /** Bind the socket: stale file removed, directory created (0750), socket mode 0666. */
   listen(): void {
     const p = this.o.socketPath;
@@ -75,16 +87,7 @@ export class UnixGrpcServer {
     try {
       this.listener = Bun.listen<BunTransport | undefined>({
         unix: p,
-        socket: {
-          open: (sock) => {
-            sock.data = this.onConnection(sock);
-          },
-          data: (sock, chunk) => sock.data?.onData(chunk),
-          drain: (sock) => sock.data?.onDrain(),
-          end: (sock) => sock.data?.onEnd(),
-          error: (sock, e) => sock.data?.onError(e),
-          close: (sock, e) => sock.data?.onClose(e),
-        },
+        socket: this.socketHandlers,
       });
     } catch (e) {
       throw this.o.listenError(`listening on ${p}: ${errorMessage(e)}`, e);
@@ -102,16 +105,7 @@ export class UnixGrpcServer {
       const listener = Bun.listen<BunTransport | undefined>({
         hostname: host,
         port,
-        socket: {
-          open: (sock) => {
-            sock.data = this.onConnection(sock);
-          },
-          data: (sock, chunk) => sock.data?.onData(chunk),
-          drain: (sock) => sock.data?.onDrain(),
-          end: (sock) => sock.data?.onEnd(),
-          error: (sock, e) => sock.data?.onError(e),
-          close: (sock, e) => sock.data?.onClose(e),
-        },
+        socket: this.socketHandlers,
       });
       this.listener = listener;
       this.tcp = true;
