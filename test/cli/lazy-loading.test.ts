@@ -67,6 +67,8 @@ async function loadedModules(
 }
 
 const codec = sdsCodec();
+/** The pod every case runs as (no cloud platform probed). */
+const POD = { POD_NAME: "lazy-0", POD_NAMESPACE: "test", INSTANCE_IP: "127.0.0.1", CLOUD_PLATFORM: "none" };
 const under = (mods: string[], prefix: string) => mods.filter((m) => m.startsWith(prefix));
 /** src/main.ts checks for the Envoy launcher command (src/envoy/deathlink.ts) before any command runs. */
 const MAIN_ENVOY_LAUNCHER = ["src/envoy/deathlink.ts", "src/envoy/errors.ts", "src/envoy/process.ts"];
@@ -76,10 +78,7 @@ test("proxyless agent (istiod, local CA), settled: no iptables, local-mode, STS,
     "proxyless",
     ["proxy", "sidecar"],
     {
-      POD_NAME: "lazy-0",
-      POD_NAMESPACE: "test",
-      INSTANCE_IP: "127.0.0.1",
-      CLOUD_PLATFORM: "none",
+      ...POD,
       DISABLE_ENVOY: "true",
       CA_PROVIDER: "local",
       PROXY_CONFIG: JSON.stringify({ discoveryAddress: "127.0.0.1:1", controlPlaneAuthPolicy: "NONE", terminationDrainDuration: "1s", ...(await ports()) }),
@@ -118,10 +117,7 @@ test("proxyless agent with istiod's CA, certificates signed: the CA client loads
       "ca-client",
       ["proxy", "sidecar"],
       {
-        POD_NAME: "lazy-0",
-        POD_NAMESPACE: "test",
-        INSTANCE_IP: "127.0.0.1",
-        CLOUD_PLATFORM: "none",
+        ...POD,
         DISABLE_ENVOY: "true",
         CA_ADDR: ca.address,
         CA_ROOT_CA: root,
@@ -169,10 +165,7 @@ test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the 
     "sidecar-sds",
     ["proxy", "sidecar"],
     {
-      POD_NAME: "lazy-0",
-      POD_NAMESPACE: "test",
-      INSTANCE_IP: "127.0.0.1",
-      CLOUD_PLATFORM: "none",
+      ...POD,
       CA_PROVIDER: "local",
       PROXY_CONFIG: JSON.stringify({
         discoveryAddress: "127.0.0.1:1",
@@ -230,10 +223,7 @@ test("proxyless local mode (LOCAL_XDS_PATH), after an ADS answer from the file: 
     "local",
     ["proxy", "sidecar"],
     {
-      POD_NAME: "lazy-0",
-      POD_NAMESPACE: "test",
-      INSTANCE_IP: "127.0.0.1",
-      CLOUD_PLATFORM: "none",
+      ...POD,
       DISABLE_ENVOY: "true",
       CA_PROVIDER: "local",
       LOCAL_XDS_PATH: "xds.yaml",
