@@ -6,29 +6,13 @@
 //   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-ca.ts
 // Not part of `bun run bench` (a comparison of builds, like xds-ab.ts).
 
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
 import { FakeCa } from "../test/support/fake-ca.ts";
-import { memKiB } from "./idle.ts";
+import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS } from "./idle-ab-support.ts";
 import { firstLine, fmt, spawnUntil, type Proc } from "./support.ts";
-
-const ROOT = resolve(import.meta.dir, "..");
-const STEADY_MS = Number(process.env.IDLE_STEADY_MS ?? 45_000);
-const WINDOW_MS = Number(process.env.IDLE_WINDOW_MS ?? 10_000);
-const WINDOWS = 3;
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
-
-function agents(): [string, string][] {
-  const spec = process.env.IDLE_AGENTS ?? `current=${join(ROOT, "dist/agent")}`;
-  return spec.split(",").map((p) => {
-    const i = p.indexOf("=");
-    return [p.slice(0, i), resolve(p.slice(i + 1))] as [string, string];
-  });
-}
 
 export async function run(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "agent-idle-ca-"));
@@ -44,16 +28,8 @@ export async function run(): Promise<string> {
     for (const [label, bin] of agents()) {
       for (const mode of ["local CA", "istiod's CA"]) {
         const cwd = join(dir, `${label}-${mode === "local CA" ? "local" : "istiod"}`);
-        mkdirSync(join(cwd, "var/run/secrets/istio"), { recursive: true });
-        copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(cwd, "var/run/secrets/istio/root-cert.pem"));
         const env: Record<string, string> = {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: cwd,
-          POD_NAME: "idle-0",
-          POD_NAMESPACE: "bench",
-          INSTANCE_IP: "127.0.0.1",
-          CLOUD_PLATFORM: "none",
-          DISABLE_ENVOY: "true",
+          ...idlePod(cwd),
           PROXY_CONFIG: JSON.stringify({
             terminationDrainDuration: "1s",
             statusPort: await freePort(),
@@ -69,18 +45,10 @@ export async function run(): Promise<string> {
       }
     }
     const signed = ca.requests.length;
-    await Bun.sleep(Math.max(0, STEADY_MS - (performance.now() - t0)));
-    const load = loadavg();
-    const readings = runs.map(() => ({ rss: [] as number[], anon: [] as number[], file: [] as number[] }));
-    for (let w = 0; w < WINDOWS; w++) {
-      await Bun.sleep(WINDOW_MS);
-      runs.forEach((r, i) => {
-        const m = memKiB(r.pid);
-        readings[i]!.rss.push(m.rss / 1024);
-        readings[i]!.anon.push(m.anon / 1024);
-        readings[i]!.file.push(m.file / 1024);
-      });
-    }
+    const { load, mib } = await steadyMemory(
+      runs.map((r) => r.pid),
+      t0,
+    );
     return [
       "## Idle memory with istiod's CA (bench/idle-ca.ts)",
       "",
@@ -89,9 +57,7 @@ export async function run(): Promise<string> {
       "",
       "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
       "|---|---|---|---|---|",
-      ...runs.map(
-        (r, i) => `| ${r.label} | ${r.mode} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`,
-      ),
+      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} |`),
       "",
     ].join("\n");
   } finally {

@@ -9,32 +9,18 @@
 // Not part of `bun run bench` (a comparison of builds, like idle-ca.ts).
 
 import * as grpc from "@grpc/grpc-js";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import protobuf from "protobufjs";
 import { freePort } from "../test/support/fake-envoy.ts";
-import { memKiB } from "./idle.ts";
+import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS } from "./idle-ab-support.ts";
 import { fmt, spawnUntil, type Proc } from "./support.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
-const STEADY_MS = Number(process.env.IDLE_STEADY_MS ?? 45_000);
-const WINDOW_MS = Number(process.env.IDLE_WINDOW_MS ?? 10_000);
-const WINDOWS = 3;
 const TYPES = ["listener.v3.Listener", "route.v3.RouteConfiguration", "cluster.v3.Cluster", "endpoint.v3.ClusterLoadAssignment"].map(
   (t) => `type.googleapis.com/envoy.config.${t}`,
 );
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
-
-function agents(): [string, string][] {
-  const spec = process.env.IDLE_AGENTS ?? `current=${join(ROOT, "dist/agent")}`;
-  return spec.split(",").map((p) => {
-    const i = p.indexOf("=");
-    return [p.slice(0, i), resolve(p.slice(i + 1))] as [string, string];
-  });
-}
 
 /** DiscoveryRequest with the fields used here (type_url 4, node 1 { id 1 }, resource_names 3): no Envoy protos needed. */
 const DiscoveryRequest = protobuf.Root.fromJSON({
@@ -83,16 +69,8 @@ export async function run(): Promise<string> {
     for (const [label, bin] of agents()) {
       for (const shape of ["at rest", "serving"]) {
         const cwd = join(dir, `${label}-${shape === "at rest" ? "rest" : "serving"}`);
-        mkdirSync(join(cwd, "var/run/secrets/istio"), { recursive: true });
-        copyFileSync("/etc/ssl/certs/ca-certificates.crt", join(cwd, "var/run/secrets/istio/root-cert.pem"));
         const env: Record<string, string> = {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: cwd,
-          POD_NAME: "idle-0",
-          POD_NAMESPACE: "bench",
-          INSTANCE_IP: "127.0.0.1",
-          CLOUD_PLATFORM: "none",
-          DISABLE_ENVOY: "true",
+          ...idlePod(cwd),
           CA_PROVIDER: "local",
           LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"),
           PROXY_CONFIG: JSON.stringify({
@@ -108,18 +86,10 @@ export async function run(): Promise<string> {
         runs.push({ label, shape, pid: p.pid });
       }
     }
-    await Bun.sleep(Math.max(0, STEADY_MS - (performance.now() - t0)));
-    const load = loadavg();
-    const readings = runs.map(() => ({ rss: [] as number[], anon: [] as number[], file: [] as number[] }));
-    for (let w = 0; w < WINDOWS; w++) {
-      await Bun.sleep(WINDOW_MS);
-      runs.forEach((r, i) => {
-        const m = memKiB(r.pid);
-        readings[i]!.rss.push(m.rss / 1024);
-        readings[i]!.anon.push(m.anon / 1024);
-        readings[i]!.file.push(m.file / 1024);
-      });
-    }
+    const { load, mib } = await steadyMemory(
+      runs.map((r) => r.pid),
+      t0,
+    );
     return [
       "## Idle memory in local mode (bench/idle-local.ts)",
       "",
@@ -128,9 +98,7 @@ export async function run(): Promise<string> {
       "",
       "| build | local mode | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
       "|---|---|---|---|---|",
-      ...runs.map(
-        (r, i) => `| ${r.label} | ${r.shape} | ${fmt(median(readings[i]!.rss))} | ${fmt(median(readings[i]!.anon))} | ${fmt(median(readings[i]!.file))} |`,
-      ),
+      ...runs.map((r, i) => `| ${r.label} | ${r.shape} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} |`),
       "",
     ].join("\n");
   } finally {
