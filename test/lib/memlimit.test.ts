@@ -54,21 +54,66 @@ describe("GOMEMLIMIT is honoured as the agent's own memory cap", () => {
     expect(m.collections).toBe(4);
   });
 
+  test("a collection runs one interval early, led by the growth seen over the last interval", () => {
+    const { log } = memoryLogger();
+    let rss = 0;
+    let gcs = 0;
+    const m = new MemoryLimiter({ limitBytes: 1000, rss: () => rss, collect: () => gcs++, log });
+    for (const r of [100, 300, 500]) {
+      rss = r; // +200 per interval: 500 + 200 = 700, under 900
+      m.check();
+    }
+    expect(gcs).toBe(0);
+    rss = 700; // 700 + 200 reaches 900 before the next check could see it: collect now
+    m.check();
+    expect(gcs).toBe(1);
+  });
+
+  test("a burst's growth is remembered at half strength per interval, not for ever", () => {
+    const { log } = memoryLogger();
+    let rss = 0;
+    let gcs = 0;
+    const afterGc: number[] = [];
+    const m = new MemoryLimiter({ limitBytes: 1000, rss: () => rss, collect: () => (gcs++, (rss = afterGc.shift() ?? rss)), log });
+    rss = 100;
+    m.check();
+    rss = 600; // a burst of 500: 600 + 500 passes 900
+    afterGc.push(100);
+    m.check();
+    expect(gcs).toBe(1);
+    // growth remembered: 250 (150 + 250 = 400), then 350 (500 + 350 = 850), then 175 (560 + 175 = 735)
+    for (const r of [150, 500, 560]) {
+      rss = r;
+      m.check();
+    }
+    expect(gcs).toBe(1);
+    rss = 720; // +160, remembered 160: 880, still under
+    m.check();
+    expect(gcs).toBe(1);
+    rss = 745; // +25, remembered 80: 825; a GC here would mean the lead grew without growth
+    m.check();
+    expect(gcs).toBe(1);
+  });
+
   // Measured, not assumed: the same garbage-heavy workload in a real Bun process, once without a
-  // limit and once with GOMEMLIMIT-style limiting; the limited run's peak stays under the limit
-  // and below the unlimited run's peak.
-  test("measured: peak resident memory stays under the limit that an unlimited run exceeds", async () => {
+  // limit and once with the limiter as the agent runs it. The promise (docs/compat.md) is Go's
+  // soft limit kept by sampling: garbage is collected before it carries the resident set past
+  // the limit, for a process that returns to its event loop as the agent does (the workload
+  // yields every few hundred KiB, as the agent does between messages). The peak is the kernel's
+  // own high-water mark (VmHWM), not a sample: a sampled peak missed the overshoot that issue 35
+  // saw (210.8 MiB against 200 MiB while samples said 193).
+  test("measured: the kernel's high-water mark stays under the limit that an unlimited run exceeds", async () => {
     const run = async (limit: number) => {
       const p = Bun.spawn([process.execPath, join(import.meta.dir, "../support/memlimit-workload.ts"), String(limit)], { stdout: "pipe", stderr: "inherit" });
       const out = await new Response(p.stdout).text();
       expect(await p.exited).toBe(0);
-      return JSON.parse(out) as { peak: number; collections: number };
+      return JSON.parse(out) as { hwm: number; collections: number };
     };
     const limit = 200 * 1024 * 1024;
     const free = await run(0);
     const capped = await run(limit);
-    expect(free.peak).toBeGreaterThan(limit);
+    expect(free.hwm).toBeGreaterThan(limit);
     expect(capped.collections).toBeGreaterThan(0);
-    expect(capped.peak).toBeLessThan(limit);
+    expect(capped.hwm).toBeLessThan(limit);
   }, 120_000);
 });
