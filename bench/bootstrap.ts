@@ -11,8 +11,9 @@ import { toTemplateParams } from "../src/bootstrap/params.ts";
 import { builtinTemplateText, compileTemplate, renderTemplate } from "../src/bootstrap/render.ts";
 import { buildNode } from "../src/config/metadata.ts";
 import { typicalAgentConfig } from "../test/bootstrap/fixtures.ts";
+import { VECTORS } from "../test/conformance/vectors.ts";
 
-const ISTIO_TEMPLATE = join(import.meta.dir, "../../shared/conformance/bootstrap/template/envoy_bootstrap.json");
+const ISTIO_TEMPLATE = join(VECTORS, "bootstrap/template/envoy_bootstrap.json");
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

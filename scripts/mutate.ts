@@ -4,8 +4,8 @@
 // reports/mutation/<area>.html and the score per area is recorded by hand in docs/testing.md.
 // `npm run mutate -- --list` prints the areas. Extra Stryker options can follow `--`.
 
-import { existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 export interface Area {
   /** Files mutated (Stryker globs; `file:start-end` for line ranges). */
@@ -236,11 +236,6 @@ async function main(argv: string[]): Promise<number> {
   mkdirSync(".stryker-tmp", { recursive: true });
   let worst = 0;
   for (const name of names) {
-    // Tests find Istio's goldens at ../shared from the repository; from a sandbox
-    // (.stryker-tmp/<area>/sandbox-*) that is .stryker-tmp/<area>/shared.
-    mkdirSync(join(".stryker-tmp", name), { recursive: true });
-    const link = join(".stryker-tmp", name, "shared");
-    if (!existsSync(link) && existsSync(join("..", "shared"))) symlinkSync(resolve("..", "shared"), link);
     const file = join(".stryker-tmp", `${name}.config.json`);
     writeFileSync(file, JSON.stringify(strykerConfig(name, AREAS[name]!), null, 2));
     const p = Bun.spawn(["node", "node_modules/@stryker-mutator/core/bin/stryker.js", "run", file, ...extra], { stdio: ["inherit", "inherit", "inherit"] });

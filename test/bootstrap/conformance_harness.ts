@@ -1,4 +1,4 @@
-// Runs one case of Istio's bootstrap golden test (../shared/conformance/bootstrap, README §3)
+// Runs one case of Istio's bootstrap golden test (test/conformance/vectors/bootstrap, README §3)
 // through the agent's own code: node metadata from the injected inputs (common.json + case),
 // createBootstrapFile with Istio's template, then the README's normalisations and comparison.
 
@@ -8,6 +8,7 @@ import { buildNode, type NodeMetadataInputs } from "../../src/config/metadata.ts
 import { parseDownwardApi } from "../../src/config/downward.ts";
 import type { ProxyConfig } from "../../src/config/proxyconfig.ts";
 import { createBootstrapFile, DEFAULT_BOOTSTRAP_FLAGS } from "../../src/bootstrap/index.ts";
+import { VECTORS } from "../conformance/vectors.ts";
 
 export interface BootstrapCase {
   name: string;
@@ -58,11 +59,11 @@ export interface Suite {
   templatePath: string;
 }
 
-export const SHARED_DIR = join(import.meta.dir, "../../../shared/conformance/bootstrap");
+export const BOOTSTRAP_VECTORS = join(VECTORS, "bootstrap");
 
-/** A suite directory (same layout as the shared one); common.json and the template fall back to the shared ones. */
+/** A suite directory (same layout as the kept vectors); common.json and the template fall back to the kept ones. */
 export function loadSuite(dir: string): Suite {
-  const pick = (rel: string) => (existsSync(join(dir, rel)) ? join(dir, rel) : join(SHARED_DIR, rel));
+  const pick = (rel: string) => (existsSync(join(dir, rel)) ? join(dir, rel) : join(BOOTSTRAP_VECTORS, rel));
   return {
     dir,
     cases: JSON.parse(readFileSync(join(dir, "cases.json"), "utf8")),

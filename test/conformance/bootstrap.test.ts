@@ -1,4 +1,4 @@
-// Istio's bootstrap golden tests (../shared/conformance/bootstrap, README §3), plus every case of
+// Istio's bootstrap golden tests (test/conformance/vectors/bootstrap, README §3), plus every case of
 // $CONFORMANCE_DIR/bootstrap when set. One test per case, named after it: render with Istio's
 // template through the agent's code, normalise, check the stats-matcher lists, compare as JSON
 // (deep equality, key order ignored), check the lightstep token file, and validate the output
@@ -9,9 +9,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EnvoySchema } from "../bootstrap/envoy_schema.ts";
-import { loadSuite, normalise, renderCase, SHARED_DIR, statsMatcherLists, stripStatsMatcher, type Suite } from "../bootstrap/conformance_harness.ts";
+import { loadSuite, normalise, renderCase, BOOTSTRAP_VECTORS, statsMatcherLists, stripStatsMatcher, type Suite } from "../bootstrap/conformance_harness.ts";
 
-const suites: Suite[] = [loadSuite(SHARED_DIR)];
+const suites: Suite[] = [loadSuite(BOOTSTRAP_VECTORS)];
 const extra = process.env.CONFORMANCE_DIR;
 if (extra && existsSync(join(extra, "bootstrap", "cases.json"))) suites.push(loadSuite(join(extra, "bootstrap")));
 

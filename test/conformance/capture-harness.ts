@@ -5,6 +5,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { runIptables } from "../../src/cli/iptables.ts";
 import type { CaptureHost } from "../../src/iptables/config.ts";
+import { VECTORS } from "./vectors.ts";
 
 export interface Case {
   name: string;
@@ -16,9 +17,9 @@ export interface Case {
   host: { enable_ipv6: boolean; dns_servers_v4: string[]; dns_servers_v6: string[] };
 }
 
-/** ../shared/conformance/<kind>, plus $CONFORMANCE_DIR/<kind> when set; only folders with cases.json. */
+/** vectors/<kind> (test/conformance/vectors), plus $CONFORMANCE_DIR/<kind> when set; only folders with cases.json. */
 export function caseRoots(kind: string): { shared: string; roots: string[] } {
-  const shared = new URL(`../../../shared/conformance/${kind}`, import.meta.url).pathname;
+  const shared = join(VECTORS, kind);
   const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, kind) : undefined].filter(
     (d): d is string => !!d && existsSync(join(d, "cases.json")),
   );

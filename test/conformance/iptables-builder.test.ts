@@ -1,4 +1,4 @@
-// Conformance: Istio's TestBuilder cases (../shared/conformance/iptables-builder): commands and
+// Conformance: Istio's TestBuilder cases (test/conformance/vectors/iptables-builder): commands and
 // restore goldens per family, plus the inline check / cleanup / state expectations. Cases in
 // $CONFORMANCE_DIR/iptables-builder run too.
 
@@ -6,6 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildCheck, buildCleanup, buildCommands, buildRestore, RuleBuilder, stateFromSave } from "../../src/iptables/builder.ts";
+import { VECTORS } from "./vectors.ts";
 
 interface Op {
   op: "append" | "insert";
@@ -38,7 +39,7 @@ interface InlineCase {
   expected_state?: Record<string, Record<string, string[]>>;
 }
 
-const shared = new URL("../../../shared/conformance/iptables-builder", import.meta.url).pathname;
+const shared = join(VECTORS, "iptables-builder");
 const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "iptables-builder") : undefined].filter(
   (d): d is string => !!d && existsSync(d),
 );
@@ -56,7 +57,7 @@ const joinCommands = (cmds: string[][]) => cmds.map((c) => c.join(" ") + "\n").j
 
 test("the shared builder conformance vectors are present (not just $CONFORMANCE_DIR's)", () => {
   expect(roots).toContain(shared);
-  // 11 cases plus check, cleanup and state in ../shared/conformance/iptables-builder when this was written.
+  // 11 cases plus check, cleanup and state in vectors/iptables-builder when this was written.
   expect((JSON.parse(readFileSync(join(shared, "cases.json"), "utf8")) as unknown[]).length).toBeGreaterThanOrEqual(11);
   expect(Object.keys(JSON.parse(readFileSync(join(shared, "extra_cases.json"), "utf8")) as object).sort()).toEqual(["check", "cleanup", "state"]);
 });

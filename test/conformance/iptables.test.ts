@@ -1,4 +1,4 @@
-// Conformance: Istio's TestIptables cases (../shared/conformance/iptables), each run through the
+// Conformance: Istio's TestIptables cases (test/conformance/vectors/iptables), each run through the
 // real CLI from `args`, `args_short` and `env_form`, with `env` and `host` injected; the dry-run
 // transcript must equal the golden after TrimSpace. Cases in $CONFORMANCE_DIR/iptables run too.
 
@@ -11,7 +11,7 @@ const { shared, roots } = caseRoots("iptables");
 
 test("the shared conformance vectors are present (not just $CONFORMANCE_DIR's)", () => {
   expect(roots).toContain(shared);
-  // 20 cases in ../shared/conformance/iptables/cases.json when this was written.
+  // 20 cases in vectors/iptables/cases.json when this was written.
   expect((JSON.parse(readFileSync(join(shared, "cases.json"), "utf8")) as Case[]).length).toBeGreaterThanOrEqual(20);
 });
 

@@ -1,4 +1,4 @@
-// Conformance: Istio's nftables TestBuilder cases (../shared/conformance/nftables-builder). Each
+// Conformance: Istio's nftables TestBuilder cases (test/conformance/vectors/nftables-builder). Each
 // case's operations go through our NftRuleBuilder; the transaction (`add table`, `add chain`, the
 // builder's rules with inserts converted by the count rule) is applied to the state model and its
 // dump (knftables Fake.Dump order) must equal the golden after TrimSpace. The transaction itself
@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { NftRuleBuilder, ruleLines } from "../../src/iptables/nft-builder.ts";
 import { NftState } from "../../src/iptables/nft-state.ts";
+import { VECTORS } from "./vectors.ts";
 
 interface Op {
   op: "append" | "insert";
@@ -27,7 +28,7 @@ interface Case {
   transaction?: string[];
 }
 
-const shared = new URL("../../../shared/conformance/nftables-builder", import.meta.url).pathname;
+const shared = join(VECTORS, "nftables-builder");
 const roots = [shared, process.env.CONFORMANCE_DIR ? join(process.env.CONFORMANCE_DIR, "nftables-builder") : undefined].filter(
   (d): d is string => !!d && existsSync(join(d, "cases.json")),
 );

@@ -1,4 +1,4 @@
-// Conformance: Istio's TestNftables cases (../shared/conformance/nftables), each run through the
+// Conformance: Istio's TestNftables cases (test/conformance/vectors/nftables), each run through the
 // real CLI (`agent iptables --native-nftables --dry-run`) from `args`, `args_short` and
 // `env_form`, with `env` and `host` injected; the printed transaction must equal the golden after
 // TrimSpace. Cases in $CONFORMANCE_DIR/nftables run too.

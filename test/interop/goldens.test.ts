@@ -1,15 +1,16 @@
-// The oracle and the goldens agree: every Istio file copied into ../shared/conformance is
+// The oracle and the goldens agree: every Istio file copied into test/conformance/vectors is
 // byte-identical to the same file in the istio.io/istio source the interop suites build from
 // (the module go.mod requires, from the module proxy; see support/go-build.ts), except the
 // files listed in NOT_IN_ORACLE, which must indeed be absent from it or differ.
 
 import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { basename, join } from "node:path";
 import { describeRequiring } from "../support/requires.ts";
 import { findGo, istioSource, ISTIO_VERSION } from "./support/go-build.ts";
+import { VECTORS } from "../conformance/vectors.ts";
 
-const CONFORMANCE = resolve(import.meta.dir, "../../../shared/conformance");
+const CONFORMANCE = VECTORS;
 
 /** conformance folder -> where Istio keeps those files. */
 const SOURCES: [string, string, RegExp][] = [
@@ -32,7 +33,7 @@ const NOT_IN_ORACLE = [
   "bootstrap/global_downstream_connection_settings_with_meta_golden.json",
 ];
 
-/** Every (conformance file, oracle file) pair the README of ../shared/conformance promises. */
+/** Every (conformance file, oracle file) pair the README of test/conformance/vectors promises. */
 function pairs(): [string, string][] {
   const out: [string, string][] = [["bootstrap/template/envoy_bootstrap.json", "tools/packaging/common/envoy_bootstrap.json"]];
   for (const [dir, src, re] of SOURCES) {

@@ -4,11 +4,13 @@
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { sandbox, type Sandbox } from "../support/binary.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { createPair, inetTables, sh, type Pair } from "./netns.ts";
+import { VECTORS } from "../conformance/vectors.ts";
 
-const golden = new URL("../../../shared/conformance/nftables/golden/empty.golden", import.meta.url).pathname;
+const golden = join(VECTORS, "nftables/golden/empty.golden");
 
 describeRequiring({ root: true, tools: ["nft", "ip"], apt: ["nftables", "iproute2"] }, "dist/agent iptables --native-nftables", () => {
   let box: Sandbox;

@@ -6,6 +6,7 @@
 
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { defaultCaptureConfig, type CaptureConfig } from "../../src/iptables/config.ts";
 import { spawnExec, type Exec } from "../../src/iptables/deps.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
@@ -13,6 +14,7 @@ import { renderCleanupProgram } from "../../src/iptables/nft-builder.ts";
 import { realNft, runNftCapture } from "../../src/iptables/nft-capture.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { connect, createPair, inetTables, iptables, must, parse, ruleset, setResolvConf, sh, startHelper, type Helper, type Pair } from "./netns.ts";
+import { VECTORS } from "../conformance/vectors.ts";
 
 describeRequiring({ root: true, tools: ["nft", "ip", "setpriv"], apt: ["nftables", "iproute2", "util-linux"] }, "native nftables modes on real packets", () => {
   const pairs: Pair[] = [];
@@ -107,7 +109,7 @@ describeRequiring({ root: true, tools: ["nft", "ip", "setpriv"], apt: ["nftables
 
   // Istio's TestIdempotentEquivalentRerun: every case applied twice gives the same non-empty
   // ruleset; the cleanup transaction leaves nothing. Owner groups are forced to "0" so the group exists.
-  const root = new URL("../../../shared/conformance/nftables", import.meta.url).pathname;
+  const root = join(VECTORS, "nftables");
   const cases = JSON.parse(readFileSync(`${root}/cases.json`, "utf8")) as { name: string; config: Partial<CaptureConfig> }[];
   test(`every shared capture case (${cases.length}) applies twice to the same ruleset and cleans up to nothing`, async () => {
     const ns = `nftcases${process.pid}`;

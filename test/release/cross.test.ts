@@ -12,9 +12,10 @@ import { start } from "../support/binary.ts";
 import { freePort } from "../support/fake-envoy.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { ARM64, buildTarget, MUSL, type Target, type TargetRoot } from "./targets.ts";
+import { VECTORS } from "../conformance/vectors.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
-const GOLDENS = resolve(REPO, "../shared/conformance/iptables/golden");
+const GOLDENS = join(VECTORS, "iptables/golden");
 const PKG_VERSION = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;
 /** Emulated arm64 starts in ~1 s where the host takes ~50 ms: generous, bounded waits. */
 const RUN_MS = 30_000;
