@@ -24,7 +24,6 @@
 //   FAKE_ENVOY_NO_ADMIN=1            do not serve the admin API
 
 import { appendFileSync, existsSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 
 export interface FakeEnvoyRecord {
@@ -65,16 +64,7 @@ export function readRecords(file: string): FakeEnvoyRecord[] {
 }
 
 /** An ephemeral TCP port that was free a moment ago. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "./ports.ts";
 
 // ---- the fake itself ---------------------------------------------------------------------------
 

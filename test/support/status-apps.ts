@@ -105,14 +105,8 @@ export async function startTcpApp(hostname = "127.0.0.1") {
   return { remotes, port: (server.address() as net.AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
-/** A port nothing listens on (bound then released). */
-export async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+/** A port nothing listens on. */
+export { freePort as closedPort } from "./ports.ts";
 
 /** gRPC server; with `statuses` it implements grpc.health.v1.Health/Check (service name -> ServingStatus number). */
 export async function startGrpcHealthApp(statuses?: Record<string, number>, opts: { delayMs?: number } = {}) {
