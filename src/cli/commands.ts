@@ -5,6 +5,7 @@
 
 import { formatFlagHelp, type FlagSpec } from "../lib/flags.ts";
 import { GLOBAL_FLAGS } from "./global.ts";
+import { DEBUG_COMMAND, STATUS_COMMAND } from "./opview-info.ts";
 
 export const PROGRAM = "agent";
 
@@ -40,6 +41,7 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     flags: () => [{ name: "no-descriptions", type: "bool", default: false, usage: "disable completion descriptions" }],
     inheritsGlobals: true,
   },
+  DEBUG_COMMAND,
   {
     name: "help",
     short: "Help about any command",
@@ -76,6 +78,7 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     flags: async () => (await import("./request.ts")).REQUEST_FLAGS,
     inheritsGlobals: true,
   },
+  STATUS_COMMAND,
   {
     name: "version",
     short: "Prints out build version information",
