@@ -28,7 +28,8 @@ export const DEBUG_PAGE = `<!doctype html>
   .badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; background: var(--muted); }
   .ok { background: var(--ok); } .warn { background: var(--warn); } .bad { background: var(--bad); }
   .muted { color: var(--muted); } .err { color: var(--bad); }
-  .tl { position: relative; height: 18px; background: #eef0f4; border-radius: 3px; margin: 2px 0 8px; }
+  .tl { position: relative; height: 18px; background: #eef0f4; border-radius: 3px; margin: 2px 0 0; }
+  .tldates { display: flex; justify-content: space-between; font-size: 12px; color: var(--muted); margin-bottom: 8px; }
   .tl .bar { position: absolute; top: 3px; bottom: 3px; border-radius: 2px; background: var(--ok); }
   .tl .bar.renewing { background: var(--warn); } .tl .bar.expired { background: var(--bad); }
   .tl .now { position: absolute; top: 0; bottom: 0; width: 2px; background: var(--fg); }
@@ -78,7 +79,9 @@ function render(d) {
     const tl = el("div", undefined, "tl"); const lo = Math.min(nb, now), hi = Math.max(na, now), span = Math.max(1, hi - lo);
     const bar = el("div", undefined, "bar " + c.state); bar.style.left = ((nb - lo) / span * 100) + "%"; bar.style.width = Math.max(0.5, (na - nb) / span * 100) + "%";
     const mark = el("div", undefined, "now"); mark.style.left = ((now - lo) / span * 100) + "%"; mark.title = "now";
-    tl.append(bar, mark); certs.append(head, tl);
+    tl.append(bar, mark);
+    const dates = el("div", undefined, "tldates"); dates.append(el("span", "issued " + c.notBefore.slice(0, 16).replace("T", " ") + " UTC"), el("span", "expires " + c.notAfter.slice(0, 16).replace("T", " ") + " UTC"));
+    certs.append(head, tl, dates);
   }
   const x = d.xds;
   if (!x.enabled) { dl($("upstream"), [["xDS", "off"]]); $("streams").replaceChildren(); }
