@@ -5,7 +5,6 @@
 
 import { formatFlagHelp, type FlagSpec } from "../lib/flags.ts";
 import { GLOBAL_FLAGS } from "./global.ts";
-import { DEBUG_COMMAND, STATUS_COMMAND } from "./opview-info.ts";
 
 export const PROGRAM = "agent";
 
@@ -41,7 +40,15 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     flags: () => [{ name: "no-descriptions", type: "bool", default: false, usage: "disable completion descriptions" }],
     inheritsGlobals: true,
   },
-  DEBUG_COMMAND,
+  {
+    name: "debug",
+    short: "Prints the agent's own state or log levels from its status port",
+    long: "Prints the agent's own state (config_dump) or its log levels (logging) from its status port on localhost.\nGive logging a <scope>:<level>,... spec (the syntax of --log_output_level) to set levels.",
+    use: "debug config_dump|logging [<scope>:<level>,...]",
+    words: ["config_dump", "logging"],
+    flags: async () => (await import("./debug.ts")).DEBUG_FLAGS,
+    inheritsGlobals: true,
+  },
   {
     name: "help",
     short: "Help about any command",
@@ -78,7 +85,13 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     flags: async () => (await import("./request.ts")).REQUEST_FLAGS,
     inheritsGlobals: true,
   },
-  STATUS_COMMAND,
+  {
+    name: "status",
+    short: "Shows the agent's identity, istiod connection, xDS streams and readiness",
+    use: "status",
+    flags: async () => (await import("./status.ts")).STATUS_FLAGS,
+    inheritsGlobals: true,
+  },
   {
     name: "version",
     short: "Prints out build version information",
