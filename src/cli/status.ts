@@ -106,7 +106,10 @@ export function renderStatus(d: ConfigDump): string {
     row("istiod", `${u.state} ${u.address}${"since" in u && u.since ? ` since ${since(u.since, now)}` : ""}${err}`);
   } else row("istiod", "no xDS relay");
   if (s.stream) {
-    row("Stream", `${s.stream.delta ? "Delta" : "SotW"}, ${s.stream.active ? "active" : "ended"}, ${s.stream.types.length} types`);
+    row(
+      "Stream",
+      `${s.stream.delta ? "Delta" : "SotW"}, ${s.stream.active ? "active" : "ended"}, ${s.stream.types.length} ${s.stream.types.length === 1 ? "type" : "types"}`,
+    );
     const table = [
       ["TYPE", "VERSION", "NONCE", "ANSWER", "RESPONSES"],
       ...s.stream.types.map((t) => [shortType(t.typeUrl), t.version, t.nonce, t.answer, String(t.responses)]),
