@@ -39,6 +39,8 @@ import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
 import { errorMessage } from "./lib/errors.ts";
+import { ReadinessHistory } from "./debug/history.ts";
+import type { WasmCacheSnapshot } from "./wasm/factory.ts";
 
 export interface AgentDeps {
   sink: LogSink;
@@ -108,6 +110,10 @@ interface Running {
 export class Agent {
   readonly registry: Registry;
   readonly readiness: Readiness;
+  /** The readiness conditions' story, for the operator's view. */
+  private readonly history: ReadinessHistory;
+  /** When the process started (wall clock), for the operator's view. */
+  private readonly startedMs: number;
   /** Resolves with the process exit code once the agent has stopped. */
   readonly done: Promise<number>;
   private dns?: DnsProxy;
@@ -146,6 +152,8 @@ export class Agent {
     // Process metrics are added once the start path is over (they cost a few ms to set up).
     this.registry = newRegistry();
     this.readiness = new Readiness(() => this.clock.now(), deps.sink.logger("readiness"));
+    this.history = new ReadinessHistory(this.readiness, () => this.clock.now());
+    this.startedMs = this.clock.now() - (deps.uptimeMs?.() ?? 0);
     this.done = new Promise((r) => (this.resolveDone = r));
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
@@ -275,6 +283,7 @@ export class Agent {
         dnsEnabled: !!this.dns,
         ...(upstream ? { upstream } : {}),
         ...(wasm ? { ecds: wasm.hook } : {}),
+        wallClock: () => this.clock.now(),
       }));
       // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
       const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");
@@ -292,6 +301,8 @@ export class Agent {
                 ...common,
                 lifecycle,
                 ndsz: this.dns ? () => this.dns!.ndsz() : undefined,
+                configDump: () => this.configDump(wasm),
+                logging: { levels: () => sink.scopeLevels(), set: (spec) => sink.setLevels(spec) },
                 health: xds,
                 envoyEnabled,
                 shutdown: signal,
@@ -421,6 +432,29 @@ export class Agent {
       log.warn(`platform discovery failed, treating it as Unknown: ${errorMessage(e)}`);
       return { metadata: {}, locality: { region: "", zone: "", subZone: "" }, labels: {}, isKubernetes: true };
     }
+  }
+
+  /** `/debug/config_dump`: read from each component's snapshot when asked (the builder loads then). */
+  private async configDump(wasm: { snapshot(): WasmCacheSnapshot } | undefined): Promise<unknown> {
+    const { buildConfigDump } = await import("./debug/configdump.ts");
+    const secrets = this.secrets;
+    const dns = this.dns;
+    const xds = this.xds;
+    const envoy = this.envoy;
+    return buildConfigDump({
+      config: this.config,
+      now: () => this.clock.now(),
+      startedMs: this.startedMs,
+      pid: process.pid,
+      readiness: this.readiness,
+      history: this.history,
+      logLevels: () => this.deps.sink.scopeLevels(),
+      ...(secrets ? { signer: secrets.opts.signer, secrets: () => secrets.cache?.snapshot() } : {}),
+      ...(xds ? { xds: () => xds.snapshot() } : {}),
+      ...(dns ? { dns: () => dns.snapshot() } : {}),
+      ...(wasm ? { wasm: () => wasm.snapshot() } : {}),
+      ...(envoy ? { envoy: () => envoy.snapshot() } : {}),
+    });
   }
 
   /** Second signal: stop Envoy at once and stop waiting for anything. */

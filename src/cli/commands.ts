@@ -41,6 +41,15 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     inheritsGlobals: true,
   },
   {
+    name: "debug",
+    short: "Prints the agent's own state or log levels from its status port",
+    long: "Prints the agent's own state (config_dump) or its log levels (logging) from its status port on localhost.\nGive logging a <scope>:<level>,... spec (the syntax of --log_output_level) to set levels.",
+    use: "debug config_dump|logging [<scope>:<level>,...]",
+    words: ["config_dump", "logging"],
+    flags: async () => (await import("./debug.ts")).DEBUG_FLAGS,
+    inheritsGlobals: true,
+  },
+  {
     name: "help",
     short: "Help about any command",
     long: `Help provides help for any command in the application.\nSimply type ${PROGRAM} help [path to command] for full details.`,
@@ -74,6 +83,13 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     use: "request <method> <path> [<body>]",
     words: ["GET", "POST"],
     flags: async () => (await import("./request.ts")).REQUEST_FLAGS,
+    inheritsGlobals: true,
+  },
+  {
+    name: "status",
+    short: "Shows the agent's identity, istiod connection, xDS streams and readiness",
+    use: "status",
+    flags: async () => (await import("./status.ts")).STATUS_FLAGS,
     inheritsGlobals: true,
   },
   {

@@ -48,6 +48,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         const { runRequest } = await import("./request.ts");
         return await runRequest(stripGlobals(rest, io), io);
       }
+      case "status":
+        return await (await import("./status.ts")).runStatus(stripGlobals(rest, io), io);
+      case "debug":
+        return await (await import("./debug.ts")).runDebug(stripGlobals(rest, io), io);
       case "wait": {
         const { WAIT_FLAGS, runWait } = await import("./wait.ts");
         const parsed = parseFlags(rest, [...GLOBAL_FLAGS, ...WAIT_FLAGS], { allowUnknown: true });

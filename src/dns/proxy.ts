@@ -2,6 +2,7 @@
 // (NameTableSink) or set directly (tests). Readiness is blocked on `dns table received` until
 // the first table arrives.
 
+import { systemClock } from "../lib/clock.ts";
 import type { Component } from "../lib/component.ts";
 import type { NameTableSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
@@ -38,6 +39,8 @@ export interface DnsProxyOptions {
   transport?: UpstreamTransport;
   random?: () => number;
   now?: () => number;
+  /** Wall-clock milliseconds for the operator's view (default: the system clock). */
+  wallClock?: () => number;
   tcpIdleMs?: number;
 }
 
@@ -49,6 +52,8 @@ export class DnsProxy implements Component, NameTableSink {
   private nameTable: NameTable | undefined;
   private listeners: DnsListeners | undefined;
   private done: Promise<void> = Promise.resolve();
+  private updates = 0;
+  private lastUpdateMs: number | undefined;
 
   private readonly sockets: SocketTransport | undefined;
 
@@ -113,8 +118,15 @@ export class DnsProxy implements Component, NameTableSink {
     if (skipped.length) this.opts.log.debug("name table entries without a valid IP ignored", { hosts: skipped });
     this.handler.table = buildLookupTable(entries, this.opts.search);
     this.nameTable = nt;
+    this.updates++;
+    this.lastUpdateMs = (this.opts.wallClock ?? systemClock.now)();
     this.blocker?.clear();
     this.opts.log.debug(`updated lookup table with ${this.handler.table.size} hosts`);
+  }
+
+  /** Read-only view for the operator: the lookup table's size and when NDS last replaced it (wallClock ms). */
+  snapshot(): { hosts: number; updates: number; lastUpdateMs?: number } {
+    return { hosts: this.handler.table?.size ?? 0, updates: this.updates, ...(this.lastUpdateMs !== undefined ? { lastUpdateMs: this.lastUpdateMs } : {}) };
   }
 
   isReady(): boolean {

@@ -75,6 +75,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   private newestEpoch = -1;
   private newestStatus: ExitStatus | undefined;
   private restartHistory: number[] = [];
+  /** Restarts scheduled since start (ENVOY_RESTART_POLICY=on-failure). */
+  private restartCount = 0;
   private skipDrain = false;
   private terminating: Blocker | undefined;
   private restartBlocker: Blocker | undefined;
@@ -101,6 +103,20 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   /** Pids of the live Envoy epochs, oldest first. */
   get pids(): number[] {
     return [...this.alive.values()].map((e) => e.proc.pid);
+  }
+
+  /** Read-only view for the operator (/debug/config_dump). */
+  snapshot(): { state: SupervisorState; pids: number[]; epoch: number; restarts: number; restartPolicy: string; lastExit?: string; drainPlan: DrainPlan } {
+    const st = this.newestStatus;
+    return {
+      state: this.stateNow,
+      pids: this.pids,
+      epoch: this.newestEpoch,
+      restarts: this.restartCount,
+      restartPolicy: this.opts.restart.mode,
+      ...(st ? { lastExit: st.signal !== null ? `signal ${st.signal}` : `exit code ${st.code}` } : {}),
+      drainPlan: { ...this.opts.drainPlan },
+    };
   }
 
   /** True for an Envoy process this supervisor spawned and that Bun still waits for. */
@@ -345,6 +361,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
   }
 
   private scheduleRestart(delayMs: number, attempt: number): void {
+    this.restartCount++;
     this.restartBlocker ??= this.opts.readiness.block(READINESS.envoyRestarting);
     this.restartBlocker.reblock();
     this.log.info(

@@ -80,19 +80,25 @@ function formatValue(v: unknown): string {
   }
 }
 
+/** One scope's level changed at run time (POST /logging). */
+export interface LevelChange {
+  scope: string;
+  from: Level;
+  to: Level;
+}
+
 export class LogSink {
   private readonly levels: Map<string, Level>;
-  private readonly defaultLevel: Level;
+  /** Every scope a logger was made for: the names GET /logging lists. */
+  private readonly scopes = new Set<string>(["default"]);
   private readonly json: boolean;
   private readonly callers: Set<string>;
   private readonly write: (line: string) => void;
   private readonly now: () => Date;
 
   constructor(opts: LogOptions = {}) {
-    const levels = parseScopedLevels(opts.outputLevels ?? "default:info,grpc:none");
-    const all = levels.get("all");
-    this.defaultLevel = all ?? levels.get("default") ?? "info";
-    this.levels = levels;
+    this.levels = parseScopedLevels(opts.outputLevels ?? "default:info,grpc:none");
+    for (const scope of this.levels.keys()) if (scope !== "all") this.scopes.add(scope);
     this.json = opts.json ?? false;
     this.callers = new Set(
       (opts.callerScopes ?? "")
@@ -105,7 +111,39 @@ export class LogSink {
   }
 
   levelOf(scope: string): Level {
-    return this.levels.get(scope) ?? this.levels.get("all") ?? this.defaultLevel;
+    return this.levels.get(scope) ?? this.levels.get("all") ?? this.levels.get("default") ?? "info";
+  }
+
+  /** Every known scope with its level now, sorted by name. */
+  scopeLevels(): Record<string, Level> {
+    const out: Record<string, Level> = {};
+    for (const scope of [...this.scopes].sort()) out[scope] = this.levelOf(scope);
+    return out;
+  }
+
+  /**
+   * Set levels at run time, in `--log_output_level`'s syntax (`all:` sets every scope, a bare
+   * level the default scope). Every named scope must be known (a typo would otherwise change
+   * nothing); nothing is applied when any item is refused. Returns what changed.
+   */
+  setLevels(spec: string, flag = "level"): LevelChange[] {
+    const wanted = parseScopedLevels(spec, flag);
+    if (wanted.size === 0) throw new LogConfigError(`${flag}: no scope:level pair given`);
+    const unknown = [...wanted.keys()].filter((s) => s !== "all" && !this.scopes.has(s));
+    if (unknown.length > 0) {
+      throw new LogConfigError(`${flag}: unknown scope ${unknown.map((u) => `"${u}"`).join(", ")} (known scopes: ${[...this.scopes].sort().join(", ")})`);
+    }
+    const before = this.scopeLevels();
+    const all = wanted.get("all");
+    if (all !== undefined) {
+      this.levels.clear();
+      this.levels.set("all", all);
+    }
+    for (const [scope, level] of wanted) if (scope !== "all") this.levels.set(scope, level);
+    const after = this.scopeLevels();
+    return Object.keys(after)
+      .filter((scope) => before[scope] !== after[scope])
+      .map((scope) => ({ scope, from: before[scope]!, to: after[scope]! }));
   }
 
   enabled(scope: string, level: Level): boolean {
@@ -135,6 +173,7 @@ export class LogSink {
   }
 
   logger(scope = "default"): Logger {
+    this.scopes.add(scope);
     return new Logger(this, scope);
   }
 }
@@ -172,7 +211,7 @@ export class Logger {
   }
   /** A logger for another scope on the same sink. */
   child(scope: string): Logger {
-    return new Logger(this.sink, scope);
+    return this.sink.logger(scope);
   }
 }
 

@@ -58,6 +58,22 @@ export interface SecretCacheDeps {
 
 export type SecretListener = (resourceName: string) => void;
 
+/** What the cache holds, for the operator's view (/debug/config_dump): public certificates only, never a key. */
+export interface SecretCacheSnapshot {
+  spiffeId: string;
+  /** The signer's name (`istiod`, `local`), absent without a CA. */
+  signer?: string;
+  workload?: { chainPem: string; rootPem?: string; createdMs: number; expireMs: number };
+  /** A CSR is being signed now. */
+  signing: boolean;
+  /** Consecutive failed renewals (0 when the last one succeeded). */
+  renewFailures: number;
+  lastError?: { message: string; atMs: number };
+  /** ROOTCA as last served (merged with the trust bundle). */
+  rootPem?: string;
+  files: ReturnType<FileSecrets["snapshot"]>;
+}
+
 export class SecretCache {
   private workload: SecretItem | undefined;
   private caRoot: string | undefined;
@@ -66,6 +82,8 @@ export class SecretCache {
   private renewFailures = 0;
   private trustBundle: string[] = [];
   private lastRootVersion: string | undefined;
+  private lastRootPem: string | undefined;
+  private lastError: { message: string; atMs: number } | undefined;
   private closed = false;
   private readonly listeners = new Set<SecretListener>();
   readonly files: FileSecrets;
@@ -133,6 +151,23 @@ export class SecretCache {
     if (this.workload && this.opts.signer && !this.workloadFile("cert")) void this.renew();
   }
 
+  /** Read-only view for the operator (no private key ever leaves through it). */
+  snapshot(): SecretCacheSnapshot {
+    const w = this.workload;
+    return {
+      spiffeId: this.opts.spiffeId,
+      ...(this.opts.signer ? { signer: this.opts.signer.name } : {}),
+      ...(w?.certificateChain
+        ? { workload: { chainPem: w.certificateChain, ...(w.rootCert ? { rootPem: w.rootCert } : {}), createdMs: w.createdMs, expireMs: w.expireMs } }
+        : {}),
+      signing: this.inflight !== undefined,
+      renewFailures: this.renewFailures,
+      ...(this.lastError ? { lastError: { ...this.lastError } } : {}),
+      ...(this.lastRootPem ? { rootPem: this.lastRootPem } : {}),
+      files: this.files.snapshot(),
+    };
+  }
+
   /** Expiry of the workload certificate (ms), if issued. */
   workloadExpiry(): number | undefined {
     return this.workload?.expireMs;
@@ -185,6 +220,7 @@ export class SecretCache {
     const rootCert = joinPem(mergeRoots(base, this.trustBundle));
     const version = contentVersion(rootCert);
     this.lastRootVersion = version;
+    this.lastRootPem = rootCert;
     return { resourceName: ROOT_CA, rootCert, createdMs: 0, expireMs: 0, version };
   }
 
@@ -218,9 +254,14 @@ export class SecretCache {
   /** One CSR at a time: concurrent callers share the in-flight signing. */
   private issue(): Promise<SecretItem> {
     if (!this.inflight) {
-      this.inflight = this.sign().finally(() => {
-        this.inflight = undefined;
-      });
+      this.inflight = this.sign()
+        .catch((e: unknown) => {
+          this.lastError = { message: errorMessage(e), atMs: this.deps.clock.now() };
+          throw e;
+        })
+        .finally(() => {
+          this.inflight = undefined;
+        });
     }
     return this.inflight;
   }

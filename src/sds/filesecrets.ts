@@ -59,6 +59,18 @@ export class FileSecrets {
     });
   }
 
+  /** Read-only: every file-backed resource read so far, with its paths and public certificates (never a key). */
+  snapshot(): { name: string; paths: string[]; chainPem?: string; rootPem?: string; createdMs: number; expireMs: number }[] {
+    return [...this.entries].map(([name, e]) => ({
+      name,
+      paths: [...e.paths],
+      ...(e.item?.certificateChain ? { chainPem: e.item.certificateChain } : {}),
+      ...(e.item?.rootCert ? { rootPem: e.item.rootCert } : {}),
+      createdMs: e.item?.createdMs ?? 0,
+      expireMs: e.item?.expireMs ?? 0,
+    }));
+  }
+
   /** A key/chain pair resource. */
   certPair(name: string, certPath: string, keyPath: string, signal?: AbortSignal): Promise<SecretItem> {
     return this.get(name, [certPath, keyPath], (s) => readCertPair(name, certPath, keyPath, this.deps.clock.now(), s), signal);

@@ -12,6 +12,7 @@ import { type HealthCheckConfig, parseReadinessProbe } from "./healthcheck.ts";
 import { adminLocalhost, probeSourceAddress, useIPv6Loopback } from "./loopback.ts";
 import { StatusServer, type StatusServerOptions } from "./server.ts";
 import { threadListen } from "./statusthread.ts";
+import type { LogLevelControl } from "./debugroutes.ts";
 
 export interface StatusServerDeps {
   log: Logger;
@@ -19,6 +20,10 @@ export interface StatusServerDeps {
   readiness: Readiness;
   lifecycle?: LifecycleControl;
   ndsz?: () => unknown;
+  /** /debug/config_dump and the /debug/ page. */
+  configDump?: () => unknown;
+  /** GET/POST /logging. */
+  logging?: LogLevelControl;
   /** Where VM health transitions go (the xDS relay); health checks run only when set. */
   health?: HealthReporter;
   envoyEnabled: boolean;
@@ -75,6 +80,8 @@ export function statusOptionsFrom(cfg: AgentConfig, deps: StatusServerDeps): Sta
     metricsLocalhostOnly: cfg.env.METRICS_LOCALHOST_ACCESS_ONLY,
     lifecycle: deps.lifecycle,
     ndsz: deps.ndsz,
+    ...(deps.configDump ? { configDump: deps.configDump } : {}),
+    ...(deps.logging ? { logging: deps.logging } : {}),
     profiling: cfg.flags.profiling,
     workloadHealth,
     shutdown: deps.shutdown,

@@ -4,6 +4,9 @@
 
 import { isIPv4, isIPv6 } from "node:net";
 
+/** The 403 body for a non-loopback client of a loopback-only route (Istio's words). */
+export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
+
 /** 127.0.0.0/8, ::1 and IPv4-mapped loopback (::ffff:127.x.y.z), as Go's net.IP.IsLoopback. */
 export function isLoopback(address: string | undefined | null): boolean {
   if (!address) return false;

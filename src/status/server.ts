@@ -5,6 +5,7 @@
 //   /app-health/<c>/{livez,readyz,startupz}, /app-lifecycle/<c>/{prestopz,poststartz}   app probes
 //   POST /quitquitquit, POST /drain    loopback only
 //   /debug/ndsz                        loopback only; the DNS proxy's name table
+//   /debug/config_dump, /debug/, GET|POST /logging   loopback only; the operator's view (debugroutes.ts)
 //   /debug/pprof/, /debug/memz         loopback only, with --profiling (Bun has no Go pprof: every
 //                                      /debug/pprof path answers 501 pointing at /debug/memz, which
 //                                      reports process memory and JavaScript heap statistics)
@@ -23,14 +24,15 @@ import { errorMessage } from "../lib/errors.ts";
 import { GrpcBootstrapProbe } from "./grpcbootstrap.ts";
 import { maybeGzip } from "./gzip.ts";
 import { type HealthCheckConfig, WorkloadHealthChecker } from "./healthcheck.ts";
-import { isLoopback } from "./loopback.ts";
+import { isLoopback, LOCALHOST_ONLY } from "./loopback.ts";
+import { DebugRoutes, type LogLevelControl } from "./debugroutes.ts";
 import { MetricsMerger } from "./merge.ts";
 import { ReadyCheck } from "./readycheck.ts";
 import { ReadyAnswer } from "./readyanswer.ts";
 import { parseScrapeConfig } from "./scrapeconfig.ts";
 import { systemClock } from "../lib/clock.ts";
 
-export const LOCALHOST_ONLY = "Only requests from localhost are allowed";
+export { LOCALHOST_ONLY };
 
 /** A bound status port. */
 export interface StatusListener {
@@ -131,6 +133,10 @@ export interface StatusServerOptions {
   lifecycle?: LifecycleControl;
   /** The DNS proxy's name table (protoJSON-ready object), undefined when there is none. */
   ndsz?: () => unknown;
+  /** The agent's state for /debug/config_dump and the /debug/ page (built when asked). */
+  configDump?: () => unknown;
+  /** GET/POST /logging. */
+  logging?: LogLevelControl;
   /** --profiling */
   profiling?: boolean;
   /** VM / WorkloadEntry health checking from ProxyConfig.readinessProbe. */
@@ -165,9 +171,11 @@ export class StatusServer implements Component {
   private healthRun?: Promise<void>;
   private readonly readyAnswer: ReadyAnswer;
   private done = Promise.resolve();
+  private readonly debugRoutes: DebugRoutes;
 
   constructor(private readonly opts: StatusServerOptions) {
     this.log = opts.log;
+    this.debugRoutes = new DebugRoutes({ log: opts.log, configDump: opts.configDump, logging: opts.logging });
     const now = opts.now ?? systemClock.now;
     if (opts.envoy) {
       this.envoyReady = new EnvoyReadinessProbe({
@@ -290,6 +298,7 @@ export class StatusServer implements Component {
       if (path === "/quitquitquit" || path === "/drain") return await this.lifecycle(path, req, remote);
       if (path.startsWith("/app-health/") || path.startsWith("/app-lifecycle/")) return await this.apps.handle(path, req);
       if (path === "/debug/ndsz") return this.ndsz(req, remote);
+      if (DebugRoutes.owns(path)) return await this.debugRoutes.handle(path, req, remote);
       if (this.opts.profiling && (path === "/debug/memz" || path === "/debug/pprof" || path.startsWith("/debug/pprof/"))) return this.debug(path, req, remote);
       return text(404, "404 page not found");
     } catch (e) {

@@ -96,6 +96,11 @@ export class ModuleCache implements ModuleSource {
     return this.modules.size;
   }
 
+  /** Read-only view for the operator: each cached module, the URLs using it and when it was last used (cache clock). */
+  snapshot(): { key: string; modulePath: string; urls: string[]; lastUsed: number }[] {
+    return [...this.modules].map(([key, e]) => ({ key, modulePath: e.modulePath, urls: [...e.referencingUrls], lastUsed: e.last }));
+  }
+
   async get(url: string, opts: GetOptions): Promise<string> {
     const key: Key = { name: moduleNameFromUrl(url), checksum: opts.checksum, url, resourceName: opts.resourceName, resourceVersion: opts.resourceVersion };
     const e = await this.getOrFetch(key, opts);

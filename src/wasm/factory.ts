@@ -18,14 +18,17 @@ export const WASM_DATA_DIR = "var/lib/istio/data";
 export function wasmFromConfig(
   cfg: AgentConfig,
   deps: { sink: LogSink; registry: Registry; now?: () => number },
-): { hook: EcdsWasmHook; component: Component } | undefined {
+): { hook: EcdsWasmHook; component: Component; snapshot(): WasmCacheSnapshot } | undefined {
   const env = cfg.env;
   if (!env.ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION) return undefined;
   const log = deps.sink.logger("wasm");
   let loaded: Promise<WasmConversion> | undefined;
+  /** The module cache once loaded (read by the operator's view). */
+  let cache: WasmConversion["cache"] | undefined;
+  const now = deps.now ?? (() => performance.now());
   const load = () =>
-    (loaded ??= import("./index.ts").then((m) =>
-      m.createWasmConversion(
+    (loaded ??= import("./index.ts").then((m) => {
+      const w = m.createWasmConversion(
         {
           dir: join(cfg.root, WASM_DATA_DIR),
           insecureRegistries: env.WASM_INSECURE_REGISTRIES,
@@ -36,9 +39,11 @@ export function wasmFromConfig(
           blockedCidrs: env.BLOCKED_CIDRS_IN_WASM_FETCH,
           maxBinaryBytes: env.ISTIO_WASM_MAX_BINARY_SIZE_BYTES,
         },
-        { log, registry: deps.registry, clock: { now: deps.now ?? (() => performance.now()) } },
-      ),
-    ));
+        { log, registry: deps.registry, clock: { now } },
+      );
+      cache = w.cache;
+      return w;
+    }));
   const hook = new EcdsWasmHook(async () => (await load()).converter, log);
   const component: Component = {
     name: "wasm",
@@ -51,5 +56,18 @@ export function wasmFromConfig(
       signal.addEventListener("abort", () => clearInterval(t), { once: true });
     },
   };
-  return { hook, component };
+  const snapshot = (): WasmCacheSnapshot => ({
+    dir: join(cfg.root, WASM_DATA_DIR),
+    loaded: cache !== undefined,
+    modules: (cache?.snapshot() ?? []).map((m) => ({ key: m.key, path: m.modulePath, urls: m.urls, idleSeconds: Math.max(0, (now() - m.lastUsed) / 1000) })),
+  });
+  return { hook, component, snapshot };
+}
+
+/** The module cache for the operator's view (/debug/config_dump). */
+export interface WasmCacheSnapshot {
+  dir: string;
+  /** The conversion's code was loaded (an ECDS response came). */
+  loaded: boolean;
+  modules: { key: string; path: string; urls: string[]; idleSeconds: number }[];
 }

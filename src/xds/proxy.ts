@@ -22,6 +22,9 @@ import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { ids } from "../lib/log.ts";
+import { systemClock } from "../lib/clock.ts";
+import { StreamStats, type StreamSnapshot } from "./streamstats.ts";
+import type { GrpcStatus } from "./types.ts";
 
 export interface XdsProxyOptions {
   /** `<ConfigPath>/XDS` */
@@ -44,6 +47,23 @@ export interface XdsProxyOptions {
   ecds?: EcdsHook;
   /** Monotonic milliseconds, for rate-limiting repeated log lines. */
   now?: () => number;
+  /** Wall-clock milliseconds, for the times in the operator's view. */
+  wallClock?: () => number;
+}
+
+/** The relay's state for the operator's view (/debug/config_dump). */
+export interface XdsSnapshot {
+  upstream: {
+    address: string;
+    /** `idle`: no client stream yet; `connecting`: a stream is open towards it; `connected`; `disconnected`. */
+    state: "idle" | "connecting" | "connected" | "disconnected";
+    sinceMs?: number;
+    lastError?: { message: string; code: number; atMs: number };
+  };
+  /** Client streams accepted since start. */
+  streamsOpened: number;
+  /** The client stream being relayed, or the last one once it ended. */
+  stream?: StreamSnapshot & { active: boolean };
 }
 
 export class XdsProxy implements Component, HealthReporter {
@@ -63,6 +83,10 @@ export class XdsProxy implements Component, HealthReporter {
   /** The XDS socket's listener died after start. */
   readonly failed = this.failure.failed;
   private readonly logLimit: LogLimiter;
+  private readonly wallClock: () => number;
+  private upstreamState: XdsSnapshot["upstream"];
+  private streamsOpened = 0;
+  private stats: StreamStats | undefined;
 
   constructor(private readonly o: XdsProxyOptions) {
     this.socketPath = o.socketPath;
@@ -74,6 +98,24 @@ export class XdsProxy implements Component, HealthReporter {
     if (o.subscribePcds && o.trustBundles) this.initialRequests.push({ typeUrl: PROXY_CONFIG_TYPE });
     this.blocker = o.readiness?.warn(READINESS.xdsConnected);
     this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
+    this.wallClock = o.wallClock ?? systemClock.now;
+    this.upstreamState = { address: o.upstream.describe, state: "idle" };
+  }
+
+  /** Read-only view for the operator: the upstream's state and what the current stream carried. */
+  snapshot(): XdsSnapshot {
+    const u = this.upstreamState;
+    return {
+      upstream: { ...u, ...(u.lastError ? { lastError: { ...u.lastError } } : {}) },
+      streamsOpened: this.streamsOpened,
+      ...(this.stats ? { stream: { ...this.stats.snapshot(), active: this.active !== undefined } } : {}),
+    };
+  }
+
+  private setUpstream(state: XdsSnapshot["upstream"]["state"], error?: GrpcStatus): void {
+    const now = this.wallClock();
+    const lastError = error && error.code !== Code.OK ? { message: error.message, code: error.code, atMs: now } : this.upstreamState.lastError;
+    this.upstreamState = { address: this.o.upstream.describe, state, sinceMs: now, ...(lastError ? { lastError } : {}) };
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -122,6 +164,9 @@ export class XdsProxy implements Component, HealthReporter {
       "stream-opened",
       `Envoy opened ${call.delta ? "Delta" : "SotW"} ADS stream; upstream ${this.o.upstream.describe} is dialed on its first request`,
     );
+    this.streamsOpened++;
+    const stats = (this.stats = new StreamStats(call.delta, this.wallClock));
+    this.setUpstream("connecting");
     const relay = new StreamRelay(call, {
       codec: this.codec,
       internal: this.internal,
@@ -131,11 +176,19 @@ export class XdsProxy implements Component, HealthReporter {
       log: this.log,
       logLimit: this.logLimit,
       metrics: this.metrics,
-      onUpstreamConnected: () => this.blocker?.clear(),
+      onUpstreamConnected: () => {
+        this.blocker?.clear();
+        if (this.stats === stats) this.setUpstream("connected");
+      },
+      onUpstreamClosed: (status) => {
+        if (this.stats === stats) this.setUpstream("disconnected", status);
+      },
       ecds: this.o.ecds,
+      stats,
     });
     this.active = relay;
     void relay.done.then(() => {
+      if (this.stats === stats && this.upstreamState.state !== "disconnected") this.setUpstream("disconnected");
       if (this.active === relay) this.active = undefined;
     });
     return relay.start(this.o.upstream);
@@ -153,6 +206,8 @@ export interface XdsProxyDeps {
   /** Replace the istiod upstream (LOCAL_XDS_PATH, tests). */
   upstream?: Upstream;
   ecds?: EcdsHook;
+  /** Wall-clock milliseconds for the operator's view. */
+  wallClock?: () => number;
 }
 
 /**
@@ -186,5 +241,6 @@ export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
     maxRequestBytes: cfg.env.ISTIO_GPRC_MAXRECVMSGSIZE,
     maxConcurrentStreams: cfg.env.ISTIO_GPRC_MAXSTREAMS,
     ecds: deps.ecds,
+    ...(deps.wallClock ? { wallClock: deps.wallClock } : {}),
   });
 }

@@ -21,6 +21,7 @@ import { terminationType, type XdsMetrics } from "./metrics.ts";
 import { Code, LISTENER_TYPE, routeOf, type GrpcStatus } from "./types.ts";
 import type { Upstream, UpstreamStream } from "./upstream.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
+import type { StreamStats } from "./streamstats.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
 
@@ -39,6 +40,10 @@ export interface RelayOptions {
   onUpstreamConnected(): void;
   /** ECDS responses go through this (Wasm conversion) instead of straight to Envoy. */
   ecds?: EcdsHook;
+  /** Per-type counters and ACK/NACK state for the operator's view. */
+  stats?: StreamStats;
+  /** The upstream stream ended (`established`: it had connected). */
+  onUpstreamClosed?(status: GrpcStatus, established: boolean): void;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -196,6 +201,7 @@ export class StreamRelay {
     this.reqBuf = undefined;
     const typeUrl = requestTypeUrl(msg, this.delta);
     this.o.metrics.requests.inc();
+    this.o.stats?.request(typeUrl, msg);
     if (this.o.ecds && typeUrl === this.o.ecds.typeUrl) this.o.ecds.observeRequest(msg, this.delta);
     this.writeUp(grpcFrame(msg));
     if (typeUrl === LISTENER_TYPE && !this.initialSent) {
@@ -286,6 +292,7 @@ export class StreamRelay {
   /** Route the current response; `first` is its first chunk when nothing was gathered yet. */
   private decide(typeUrl: string, first: Uint8Array | undefined): void {
     this.resType = typeUrl;
+    this.o.stats?.response(typeUrl, this.resLength);
     const route = this.o.ecds && typeUrl === this.o.ecds.typeUrl ? "ecds" : routeOf(typeUrl, this.o.internal);
     this.resState = route;
     if (route === "forward") {
@@ -319,6 +326,7 @@ export class StreamRelay {
       handler(resp.resources[0]!.value);
       this.lastAcked.set(typeUrl, resp.versionInfo);
       this.sendAgentRequest({ typeUrl, versionInfo: resp.versionInfo, nonce: resp.nonce });
+      this.o.stats?.agentAnswer(typeUrl, resp.versionInfo, resp.nonce);
     } catch (e) {
       const message = errorMessage(e);
       this.o.log.warn(
@@ -326,6 +334,7 @@ export class StreamRelay {
         ids({ type_url: typeUrl, version: resp.versionInfo, nonce: resp.nonce }),
       );
       this.sendAgentRequest({ typeUrl, versionInfo: this.lastAcked.get(typeUrl) ?? "", nonce: resp.nonce, error: { code: Code.INTERNAL, message } });
+      this.o.stats?.agentAnswer(typeUrl, this.lastAcked.get(typeUrl) ?? "", resp.nonce, { reason: message, code: Code.INTERNAL });
     }
   }
 
@@ -369,6 +378,7 @@ export class StreamRelay {
 
   private onUpstreamClose(status: GrpcStatus, established: boolean): void {
     if (this.ended) return;
+    this.o.onUpstreamClosed?.(status, established);
     if (!established) this.o.metrics.istiodConnectionFailures.inc();
     else this.o.metrics.istiodConnectionTerminations.inc({ type: terminationType(status) });
     let s = status;

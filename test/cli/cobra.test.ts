@@ -17,7 +17,7 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   return { code, out: out.join(""), err: err.join("") };
 }
 
-const COMMANDS = ["completion", "iptables", "proxy", "request", "version", "wait"];
+const COMMANDS = ["completion", "debug", "iptables", "proxy", "request", "status", "version", "wait"];
 
 describe("the CLI behaves like cobra's", () => {
   test.each(COMMANDS)("--help and -h on `%s` print its usage and exit 0", async (name) => {
@@ -44,8 +44,10 @@ describe("the CLI behaves like cobra's", () => {
     const r = await cli(["help"]);
     expect(r.out).toBe((await cli(["--help"])).out);
     expect(r.out).toContain(
-      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  help        Help about any command\n",
+      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  debug       Prints the agent's own state or log levels from its status port\n",
     );
+    expect(r.out).toContain("  help        Help about any command\n");
+    expect(r.out).toContain("  status      Shows the agent's identity, istiod connection, xDS streams and readiness\n");
     expect(r.out).toContain("  wait        Waits until the Envoy proxy is ready\n");
   });
 
