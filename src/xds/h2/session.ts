@@ -341,10 +341,15 @@ export class H2Session implements StreamHost {
     const w = this.writer;
     if (w.controlQueued <= MAX_OUTBOUND_CONTROL_FRAMES && w.framesQueued <= MAX_OUTBOUND_FRAMES) return;
     w.flush(); // what the socket still takes is not waiting: only a peer that does not read is cut off
-    if (this.writer.controlQueued > MAX_OUTBOUND_CONTROL_FRAMES)
-      this.fail(H2Code.ENHANCE_YOUR_CALM, `peer does not read: over ${MAX_OUTBOUND_CONTROL_FRAMES} control frames (SETTINGS/PING ACKs, RST_STREAM) queued`);
-    else if (this.writer.framesQueued > MAX_OUTBOUND_FRAMES)
-      this.fail(H2Code.ENHANCE_YOUR_CALM, `peer does not read: over ${MAX_OUTBOUND_FRAMES} frames queued`);
+    let why: string | undefined;
+    if (w.controlQueued > MAX_OUTBOUND_CONTROL_FRAMES)
+      why = `peer does not read: over ${MAX_OUTBOUND_CONTROL_FRAMES} control frames (SETTINGS/PING ACKs, RST_STREAM) queued`;
+    else if (w.framesQueued > MAX_OUTBOUND_FRAMES) why = `peer does not read: over ${MAX_OUTBOUND_FRAMES} frames queued`;
+    if (!why) return;
+    // The GOAWAY is queued for form's sake: this peer reads nothing, so there is no lingering to
+    // let it arrive (lingering would only read and drop what the flood still sends).
+    w.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, why), Piece.CONTROL);
+    this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, why));
   }
 
   /** Hand the socket what is queued, as far as it takes it. */
