@@ -3,8 +3,10 @@
 // Every accepted connection is checked with SO_PEERCRED before any HTTP/2 byte is read; a refused
 // peer is closed and handed to the owner to log and count. An allowed one gets an H2Session with
 // the flood protections of both sockets: SETTINGS_MAX_CONCURRENT_STREAMS enforced (REFUSED_STREAM
-// past it), a budget of stream resets (rapid reset: GOAWAY ENHANCE_YOUR_CALM), gRPC's ping
-// enforcement, a bounded header list. Streams are checked as gRPC requests (POST,
+// past it, at most MAX_STREAMS_PER_CONNECTION), a budget of stream resets (rapid reset: GOAWAY
+// ENHANCE_YOUR_CALM), gRPC's ping enforcement, a bounded header list, and the session's counted
+// caps on CONTINUATION and empty frames and on output queued for a peer that does not read. A
+// connection closed for abuse is logged (rate-limited) naming the peer and the limit. Streams are checked as gRPC requests (POST,
 // application/grpc, identity encoding) and routed by `:path`; an unknown path is answered
 // UNIMPLEMENTED. The socket is one of Bun's own (`Bun.listen`): it writes straight to the kernel
 // and reports how much it took, so the session's writer reuses one output buffer (docs/xds.md).
@@ -15,7 +17,8 @@ import { dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { PeerAuthorizer, PeerDecision } from "../lib/peerauth.ts";
 import { errorMessage } from "../lib/errors.ts";
-import { bunSocketFd } from "../../native/peercred.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
+import { bunSocketFd, peerCredentials } from "../../native/peercred.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { DEFAULT_RESET_BUDGET, type RateBudgetOptions } from "./h2/ratebudget.ts";
@@ -26,6 +29,13 @@ import { Code } from "./types.ts";
 
 /** Serves one call: the stream's response headers are the handler's to send. */
 export type GrpcMethod = (stream: H2Stream, path: string) => void;
+
+/**
+ * Streams one connection may have open, whatever SETTINGS_MAX_CONCURRENT_STREAMS is configured
+ * (Istio's 100,000): each open stream holds a few KiB, so 100,000 on one connection held ~450 MiB.
+ * Envoy opens one ADS stream and one SDS stream per secret; proxyless gRPC one ADS stream.
+ */
+export const MAX_STREAMS_PER_CONNECTION = 1000;
 
 export interface UnixGrpcServerOptions {
   socketPath: string;
@@ -53,6 +63,8 @@ export interface UnixGrpcServerOptions {
   minPingIntervalMs?: number;
   /** The socket file's mode (default 0666). */
   socketMode?: number;
+  /** Clock for the rate limit of the abuse log lines (milliseconds); performance.now when omitted. */
+  now?: () => number;
 }
 
 export class UnixGrpcServer {
@@ -60,8 +72,11 @@ export class UnixGrpcServer {
   /** Listening on TCP (listenTcp): there is no socket file to remove. */
   private tcp = false;
   private readonly sessions = new Set<H2Session>();
+  private readonly logLimit: LogLimiter;
 
-  constructor(private readonly o: UnixGrpcServerOptions) {}
+  constructor(private readonly o: UnixGrpcServerOptions) {
+    this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
+  }
 
   /** Bun's socket callbacks, the same for the Unix and the TCP listener: each connection's transport gets its events. */
   private readonly socketHandlers: Bun.SocketHandler<BunTransport | undefined> = {
@@ -141,17 +156,21 @@ export class UnixGrpcServer {
 
   /** A new connection: its peer checked before any byte is read; its session's transport, or undefined when refused. */
   private onConnection(sock: Bun.Socket<BunTransport | undefined>): BunTransport | undefined {
-    const d = this.o.authorizer.checkFd(bunSocketFd(sock));
+    const fd = bunSocketFd(sock);
+    const d = this.o.authorizer.checkFd(fd);
     if (!d.allowed) {
       this.o.onRejected(d);
       sock.end();
       return undefined;
     }
+    // Who the peer is, for the log line should it be closed for abuse (with XDS_AUTHORIZED_UIDS=*,
+    // as in proxyless mode, the authorizer does not read it).
+    const cred = d.cred ?? (this.tcp || fd === undefined ? undefined : peerCredentials(fd));
     const transport = new BunTransport(sock);
     const ka = this.o.keepalive;
     const session: H2Session = new H2Session(transport, {
       role: "server",
-      maxConcurrentStreams: this.o.maxConcurrentStreams ?? 100_000,
+      maxConcurrentStreams: Math.min(this.o.maxConcurrentStreams ?? 100_000, MAX_STREAMS_PER_CONNECTION),
       ...(this.o.streamWindow !== undefined ? { streamWindow: this.o.streamWindow } : {}),
       keepalive: ka && ka.intervalMs > 0 ? ka : undefined,
       pingPolicy: { minIntervalMs: this.o.minPingIntervalMs ?? 15_000, maxStrikes: 2 },
@@ -159,8 +178,10 @@ export class UnixGrpcServer {
       onStream: (stream, headers) => this.onStream(stream, headers),
       onClose: (err) => {
         this.sessions.delete(session);
-        if (err?.code === H2Code.ENHANCE_YOUR_CALM) this.o.log.warn(`${this.o.name} connection closed: ${err.message}`);
-        else if (err) this.o.log.debug(`${this.o.name} connection closed: ${err.message}`);
+        if (err?.code === H2Code.ENHANCE_YOUR_CALM) {
+          const who = cred ? `pid=${cred.pid} uid=${cred.uid}` : this.tcp ? "a loopback TCP peer" : "an unknown peer";
+          this.logLimit.log(this.o.log, "warn", "abuse", `${this.o.name} connection from ${who} closed (GOAWAY ENHANCE_YOUR_CALM): ${err.message}`);
+        } else if (err) this.o.log.debug(`${this.o.name} connection closed: ${err.message}`);
       },
     });
     this.sessions.add(session);

@@ -1,5 +1,6 @@
 // Seeded fuzzers of the compiled agent's surfaces: the XDS socket (raw bytes, HTTP/2 frames, gRPC
-// prefixes up to 4 GiB, CONTINUATION and SETTINGS floods, rapid reset) and the status port
+// prefixes up to 4 GiB, CONTINUATION (empty ones too), SETTINGS and empty-frame floods, rapid reset,
+// PINGs between new streams, streams held open) and the status port
 // (pipelined hostile requests, garbage, smuggling, huge headers, slowloris). What must hold: no
 // crash, bounded RSS, and a normal client served after. FAULTS_FUZZ_COUNT sets the inputs per
 // surface (default 10,000 frames on the XDS socket, 10,000 requests on the status port);
@@ -12,7 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { FakeIstiod } from "../support/fake-istiod.ts";
 import { startPod, type Pod } from "../e2e/pod.ts";
 import { CDS, EnvoyClient } from "../xds/harness.ts";
-import { CLIENT_PREFACE, F, GRPC_REQUEST, T, headersFrame, rawFrame, rst, settings } from "../xds/h2-support.ts";
+import { CLIENT_PREFACE, F, GRPC_REQUEST, T, headersFrame, ping, rawFrame, rst, settings } from "../xds/h2-support.ts";
 
 const COUNT = Number(process.env.FAULTS_FUZZ_COUNT ?? 10_000);
 /** Status-port inputs are requests, pipelined up to 12 on a connection (about 1,700 connections for 10,000). */
@@ -68,7 +69,7 @@ function h2Inputs(rand: () => number, budget: number): { bytes: Buffer; inputs: 
   const parts: Buffer[] = [rand() < 0.95 ? CLIENT_PREFACE : Buffer.from(Array.from({ length: ri(40) }, () => ri(256)))];
   let inputs = 1;
   let stream = 1;
-  const kind = ri(6);
+  const kind = ri(9);
   const n = Math.min(budget, 5 + ri(30));
   for (let i = 0; i < n; i++, inputs++) {
     switch (kind) {
@@ -82,8 +83,10 @@ function h2Inputs(rand: () => number, budget: number): { bytes: Buffer; inputs: 
         pre.writeUInt32BE([0xffffffff, 0x7fffffff, ri(1 << 30), ri(100)][ri(4)]!, 1);
         parts.push(rawFrame(T.DATA, rand() < 0.1 ? F.END_STREAM : 0, stream, i % 3 === 0 ? pre : Buffer.from(Array.from({ length: ri(64) }, () => ri(256)))));
         break;
-      case 2: // CONTINUATION flood on an unfinished header block
-        parts.push(i === 0 ? rawFrame(T.HEADERS, 0, stream, Buffer.alloc(0)) : rawFrame(T.CONTINUATION, 0, stream, Buffer.alloc(ri(1000), 0x40)));
+      case 2: // CONTINUATION flood on an unfinished header block, half of the frames empty
+        parts.push(
+          i === 0 ? rawFrame(T.HEADERS, 0, stream, Buffer.alloc(0)) : rawFrame(T.CONTINUATION, 0, stream, Buffer.alloc(rand() < 0.5 ? 0 : ri(1000), 0x40)),
+        );
         break;
       case 3: // SETTINGS flood, some invalid
         parts.push(settings([ri(8), rand() < 0.8 ? ri(1 << 20) : 0xffffffff]));
@@ -91,6 +94,17 @@ function h2Inputs(rand: () => number, budget: number): { bytes: Buffer; inputs: 
       case 4: // rapid reset
         parts.push(headersFrame(stream), rst(stream, 8));
         stream += 2;
+        break;
+      case 6: // a PING after each new stream (the strikes must not start over)
+        parts.push(headersFrame(stream, UNKNOWN_CALL, F.END_HEADERS | F.END_STREAM), ping(Buffer.alloc(8, i)));
+        stream += 2;
+        break;
+      case 7: // streams held open (reflection waits for a request), many per frame batch
+        for (let k = 0; k < 40; k++, stream += 2) parts.push(headersFrame(stream, REFLECTION_CALL));
+        break;
+      case 8: // empty DATA and empty HEADERS without END_STREAM
+        if (i === 0) parts.push(headersFrame(stream));
+        parts.push(rand() < 0.5 ? rawFrame(T.DATA, 0, stream) : rawFrame(T.HEADERS, 0, stream + 2 * ri(3)));
         break;
       default: // valid headers with mangled values
         parts.push(
@@ -104,6 +118,9 @@ function h2Inputs(rand: () => number, budget: number): { bytes: Buffer; inputs: 
   }
   return { bytes: Buffer.concat(parts), inputs };
 }
+
+const UNKNOWN_CALL = GRPC_REQUEST.map(([k, v]) => [k, k === ":path" ? "/fuzz.Nothing/Here" : v] as [string, string]);
+const REFLECTION_CALL = GRPC_REQUEST.map(([k, v]) => [k, k === ":path" ? "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo" : v] as [string, string]);
 
 const SMUGGLE = [
   "POST /healthz/ready HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /stats/prometheus HTTP/1.1\r\nHost: x\r\n\r\n",

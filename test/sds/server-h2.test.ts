@@ -281,7 +281,7 @@ describe("connections", () => {
     const b = bidi(s.client());
     b.call.write(request(["ROOTCA"]));
     await until(() => b.got.length === 1, "a normal client's answer");
-    expect(s.log.lines.some((l) => l.includes("SDS connection closed") && l.includes("too_many_resets"))).toBe(true);
+    expect(s.log.lines.some((l) => l.includes(`SDS connection from pid=${process.pid} `) && l.includes("too_many_resets"))).toBe(true);
   });
 });
 

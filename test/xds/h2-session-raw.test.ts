@@ -500,19 +500,19 @@ describe("pings and keepalive", () => {
     expect((srv.closes[0]!.error as { code?: number }).code).toBe(E.ENHANCE_YOUR_CALM);
   });
 
-  test("sending data or headers starts the strike count over (gRPC's rule)", async () => {
+  test("sending DATA starts the strike count over; response HEADERS do not (a new stream before each PING is no way around it)", async () => {
     let st: H2Stream | undefined;
-    const { peer } = await rawServer({ pingPolicy: { minIntervalMs: 60_000, maxStrikes: 1 } }, [], (r) => (st = r.st));
+    const { peer } = await rawServer({ pingPolicy: { minIntervalMs: 60_000, maxStrikes: 2 } }, [], (r) => (st = r.st));
     peer.send(headersFrame(1), ping(Buffer.alloc(8, 1)), ping(Buffer.alloc(8, 2))); // 1 strike
     await peer.next((f) => f.type === T.PING && f.payload[0] === 2);
     await until(() => st !== undefined, 5000, "stream");
-    st!.respond([[":status", "200"]]);
-    await peer.nextOf(T.HEADERS, 1);
-    peer.send(ping(Buffer.alloc(8, 3)), ping(Buffer.alloc(8, 4))); // fresh: 1 strike again
-    await peer.next((f) => f.type === T.PING && f.payload[0] === 4);
     st!.write(Buffer.from("x"));
     await peer.nextOf(T.DATA, 1);
-    peer.send(ping(Buffer.alloc(8, 5)), ping(Buffer.alloc(8, 6)), ping(Buffer.alloc(8, 7))); // 2 strikes > 1
+    peer.send(ping(Buffer.alloc(8, 3)), ping(Buffer.alloc(8, 4)), ping(Buffer.alloc(8, 5))); // fresh: 2 strikes, allowed
+    await peer.next((f) => f.type === T.PING && f.payload[0] === 5);
+    st!.respond([[":status", "200"]]);
+    await peer.nextOf(T.HEADERS, 1);
+    peer.send(ping(Buffer.alloc(8, 6))); // HEADERS did not start over: strike 3 > 2
     expect((await peer.goaway()).code).toBe(E.ENHANCE_YOUR_CALM);
   });
 

@@ -25,6 +25,9 @@ afterEach(async () => {
   for (const h of harnesses.splice(0)) await h.stop();
   jest.useRealTimers();
 });
+/** How the abuse log line names the test's own connections (SO_PEERCRED of this process). */
+const WHO = `pid=${process.pid} uid=${process.getuid?.() ?? 0}`;
+
 function start(opts: Parameters<typeof startGrpcServer>[0] = {}): GrpcServerHarness {
   const h = startGrpcServer(opts);
   harnesses.push(h);
@@ -149,10 +152,10 @@ describe("peers", () => {
 });
 
 describe("session options", () => {
-  test("defaults: SETTINGS_MAX_CONCURRENT_STREAMS 100000 and the session's 1 MiB stream window", async () => {
+  test("defaults: SETTINGS_MAX_CONCURRENT_STREAMS 1000 (Istio's 100000 capped per connection) and the session's 1 MiB stream window", async () => {
     const h = start();
     const c = await h.connect();
-    expect(c.settings.get(S.MAX_CONCURRENT_STREAMS)).toBe(100_000);
+    expect(c.settings.get(S.MAX_CONCURRENT_STREAMS)).toBe(1000);
     expect(c.settings.get(S.INITIAL_WINDOW_SIZE)).toBe(1_048_576);
   });
 
@@ -161,6 +164,12 @@ describe("session options", () => {
     const c = await h.connect();
     expect(c.settings.get(S.MAX_CONCURRENT_STREAMS)).toBe(3);
     expect(c.settings.get(S.INITIAL_WINDOW_SIZE)).toBe(70_000);
+  });
+
+  test("maxConcurrentStreams above 1000 is capped at 1000 per connection", async () => {
+    const h = start({ maxConcurrentStreams: 1001 });
+    const c = await h.connect();
+    expect(c.settings.get(S.MAX_CONCURRENT_STREAMS)).toBe(1000);
   });
 
   test("keepalive: an idle connection gets the server's PING (8 zero bytes) after intervalMs", async () => {
@@ -195,8 +204,12 @@ describe("session options", () => {
     const g = await c.peer.goaway();
     expect(g).toEqual({ last: 0, code: E.ENHANCE_YOUR_CALM, debug: "too_many_pings" });
     await until(() => h.server.connections === 0, 5000, "the session to close");
-    expect(h.lines.filter((l) => l.includes("TEST connection closed"))).toEqual([
-      expect.stringMatching(/\twarn\tTEST connection closed: client pings more often than every 15000 ms \(too_many_pings\)$/),
+    expect(h.lines.filter((l) => l.includes("TEST connection from"))).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `\twarn\tTEST connection from ${WHO} closed \\(GOAWAY ENHANCE_YOUR_CALM\\): client pings more often than every 15000 ms \\(too_many_pings\\)$`,
+        ),
+      ),
     ]);
   });
 
@@ -215,8 +228,12 @@ describe("session options", () => {
     c.send(headersFrame(5, req()), rst(5, E.CANCEL));
     expect(await c.peer.goaway()).toEqual({ last: 5, code: E.ENHANCE_YOUR_CALM, debug: "too_many_resets" });
     await until(() => h.server.connections === 0, 5000, "the session to close");
-    expect(h.lines.filter((l) => l.includes("TEST connection closed"))).toEqual([
-      expect.stringMatching(/\twarn\tTEST connection closed: client reset streams faster than 0\.001\/s after a burst of 2 \(too_many_resets\)$/),
+    expect(h.lines.filter((l) => l.includes("TEST connection from"))).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `\twarn\tTEST connection from ${WHO} closed \\(GOAWAY ENHANCE_YOUR_CALM\\): client reset streams faster than 0\\.001/s after a burst of 2 \\(too_many_resets\\)$`,
+        ),
+      ),
     ]);
   });
 
@@ -229,9 +246,13 @@ describe("session options", () => {
     c.send(...frames);
     expect((await c.peer.goaway()).code).toBe(E.ENHANCE_YOUR_CALM);
     await until(() => h.server.connections === 0, 5000, "the session to close");
-    expect(h.lines.some((l) => l.endsWith("\tTEST connection closed: client reset streams faster than 33/s after a burst of 1000 (too_many_resets)"))).toBe(
-      true,
-    );
+    expect(
+      h.lines.some((l) =>
+        l.endsWith(
+          `\tTEST connection from ${WHO} closed (GOAWAY ENHANCE_YOUR_CALM): client reset streams faster than 33/s after a burst of 1000 (too_many_resets)`,
+        ),
+      ),
+    ).toBe(true);
   });
 
   test("a connection that fails for another reason is logged at debug; a clean close is not logged", async () => {

@@ -572,17 +572,18 @@ describe("PING", () => {
     expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
   });
 
-  test("HEADERS or DATA we send start the strike count and the interval over", () => {
+  test("DATA we send starts the strike count and the interval over; HEADERS do not", () => {
     const { t, out, recs } = server({ pingPolicy: { minIntervalMs: 1e12, maxStrikes: 1 } });
     t.feed(headersFrame(1), ping(Buffer.from("p1......")), ping(Buffer.from("p2......"))); // first, strike 1
-    recs[0]!.st.respond([[":status", "200"]]);
+    recs[0]!.st.write(Buffer.from("x"));
     t.feed(ping(Buffer.from("p3......")), ping(Buffer.from("p4......"))); // first again, strike 1
     let fs = out();
     expect(pingAcks(fs)).toEqual(["p1......", "p2......", "p3......", "p4......"]);
-    recs[0]!.st.write(Buffer.from("x"));
-    t.feed(ping(Buffer.from("p5......")), ping(Buffer.from("p6......")), ping(Buffer.from("p7......")));
+    expect(goawayOf(fs)).toBeUndefined();
+    recs[0]!.st.respond([[":status", "200"]]);
+    t.feed(ping(Buffer.from("p5......"))); // strike 2 > 1: HEADERS did not start over
     fs = out();
-    expect(pingAcks(fs)).toEqual(["p5......", "p6......"]);
+    expect(pingAcks(fs)).toEqual([]);
     expect(goawayOf(fs)?.code).toBe(ENHANCE_YOUR_CALM);
   });
 });

@@ -32,11 +32,11 @@ import { HpackDecoder, HpackError, encodeHeaders, type HeaderList } from "./hpac
 import { H2Stream, type StreamHost } from "./stream.ts";
 import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 import { NODE_SOCKET_BUDGET, NodeTransport, type H2Transport } from "./transport.ts";
-import { H2Writer } from "./writer.ts";
+import { H2Writer, MAX_OUTBOUND_CONTROL_FRAMES, MAX_OUTBOUND_FRAMES, Piece, type PieceKind } from "./writer.ts";
 import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from "../../lib/clock.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
-export { WRITE_BATCH } from "./writer.ts";
+export { MAX_OUTBOUND_CONTROL_FRAMES, MAX_OUTBOUND_FRAMES, WRITE_BATCH } from "./writer.ts";
 
 /** Unwritten bytes a node socket may hold before the writer waits for its drain. */
 export const SOCKET_BUDGET = NODE_SOCKET_BUDGET;
@@ -54,6 +54,20 @@ export const SETTINGS_ACK_TIMEOUT_MS = 10_000;
  * keeps a bounded list the same way).
  */
 export const REMEMBERED_CLOSED_STREAMS = 256;
+
+/**
+ * CONTINUATION frames one header block may have. A block is at most twice our header-list limit
+ * (512 KiB by default), 32 frames of the 16 KiB we accept; more is a CONTINUATION flood (empty
+ * frames cost the sender 9 bytes each), answered GOAWAY ENHANCE_YOUR_CALM.
+ */
+export const MAX_CONTINUATION_FRAMES = 64;
+
+/**
+ * Server: consecutive HEADERS, CONTINUATION and DATA frames with an empty payload and no
+ * END_STREAM accepted (Envoy's max_consecutive_inbound_frames_with_empty_payload default): such
+ * frames carry nothing, and a stream of them costs the sender 9 bytes a frame.
+ */
+export const MAX_CONSECUTIVE_EMPTY_FRAMES = 1;
 
 export class H2Error extends Error {
   override name = "H2Error";
@@ -145,7 +159,9 @@ export class H2Session implements StreamHost {
   private padLeft = 0;
   private padPending = false;
   private readonly hpack: HpackDecoder;
-  private headerBlock: { stream: number; parts: Buffer[]; bytes: number; endStream: boolean } | undefined;
+  private headerBlock: { stream: number; parts: Buffer[]; bytes: number; frames: number; endStream: boolean } | undefined;
+  /** Consecutive HEADERS/CONTINUATION/DATA frames with no payload and no END_STREAM (server). */
+  private emptyFrames = 0;
 
   private nextStreamId = 1;
   private lastPeerStream = 0;
@@ -196,7 +212,7 @@ export class H2Session implements StreamHost {
         for (const w of this.closeWaiters.splice(0)) w();
       },
     });
-    if (o.role === "client") this.push(PREFACE);
+    if (o.role === "client") this.push(PREFACE, Piece.PAYLOAD);
     const settings: [number, number][] = [
       [Setting.INITIAL_WINDOW_SIZE, this.streamWindow],
       [Setting.MAX_FRAME_SIZE, this.maxFrame],
@@ -204,7 +220,7 @@ export class H2Session implements StreamHost {
     ];
     if (o.role === "client") settings.unshift([Setting.ENABLE_PUSH, 0]);
     else settings.unshift([Setting.MAX_CONCURRENT_STREAMS, this.maxStreams]);
-    this.push(settingsFrame(settings));
+    this.push(settingsFrame(settings), Piece.CONTROL);
     const settingsTimeout = Math.min(Math.max(o.settingsTimeoutMs ?? SETTINGS_ACK_TIMEOUT_MS, 1), MAX_TIMER_MS);
     this.settingsTimer = clock.timer(settingsTimeout, () =>
       this.fail(H2Code.SETTINGS_TIMEOUT, `the peer did not acknowledge our SETTINGS within ${settingsTimeout} ms`),
@@ -238,7 +254,7 @@ export class H2Session implements StreamHost {
   close(graceMs = 0, code: number = H2Code.NO_ERROR, debug = ""): void {
     if (this.closed || this.closing) return;
     this.closing = true;
-    this.push(goawayFrame(this.lastPeerStream, code, debug));
+    this.writer.push(goawayFrame(this.lastPeerStream, code, debug), Piece.CONTROL);
     const t = this.clock.timer(Math.min(Math.max(graceMs, 1000), MAX_TIMER_MS), () => this.destroy(undefined));
     this.onTransportClosed(() => t.cancel());
     if (graceMs <= 0) for (const st of [...this.streams.values()]) if (!st.localEnded) st.reset(H2Code.CANCEL, "connection closing");
@@ -306,16 +322,34 @@ export class H2Session implements StreamHost {
       }
       if (now - this.lastReceiveAt < intervalMs) return;
       this.pingSentAt = now;
-      this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+      this.push(frame(FrameType.PING, 0, 0, Buffer.alloc(8)), Piece.CONTROL);
     };
     this.keepaliveTimer = this.clock.timer(period, tick);
   }
 
   // ---- output ----
 
-  /** Queue bytes for the socket; what is queued in one turn goes out together (writer.ts). */
-  push(b: Uint8Array): void {
-    this.writer.push(b);
+  /**
+   * Queue bytes for the socket; what is queued in one turn goes out together (writer.ts). `kind`
+   * says whether they start a frame (counted) and whether it is a control frame. Past
+   * MAX_OUTBOUND_CONTROL_FRAMES control frames or MAX_OUTBOUND_FRAMES frames waiting for a peer that
+   * does not read, the connection is a flood: GOAWAY ENHANCE_YOUR_CALM and closed.
+   */
+  push(b: Uint8Array, kind: PieceKind = Piece.FRAME): void {
+    this.writer.push(b, kind);
+    if (kind === Piece.PAYLOAD || this.closed) return;
+    const w = this.writer;
+    if (w.controlQueued <= MAX_OUTBOUND_CONTROL_FRAMES && w.framesQueued <= MAX_OUTBOUND_FRAMES) return;
+    w.flush(); // what the socket still takes is not waiting: only a peer that does not read is cut off
+    let why: string | undefined;
+    if (w.controlQueued > MAX_OUTBOUND_CONTROL_FRAMES)
+      why = `peer does not read: over ${MAX_OUTBOUND_CONTROL_FRAMES} control frames (SETTINGS/PING ACKs, RST_STREAM) queued`;
+    else if (w.framesQueued > MAX_OUTBOUND_FRAMES) why = `peer does not read: over ${MAX_OUTBOUND_FRAMES} frames queued`;
+    if (!why) return;
+    // The GOAWAY is queued for form's sake: this peer reads nothing, so there is no lingering to
+    // let it arrive (lingering would only read and drop what the flood still sends).
+    w.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, why), Piece.CONTROL);
+    this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, why));
   }
 
   /** Hand the socket what is queued, as far as it takes it. */
@@ -340,7 +374,7 @@ export class H2Session implements StreamHost {
   }
 
   sendReset(id: number, code: number): void {
-    this.push(rstStreamFrame(id, code));
+    this.push(rstStreamFrame(id, code), Piece.CONTROL);
   }
 
   /** Move a stream's queued DATA out as far as the windows allow. */
@@ -364,10 +398,10 @@ export class H2Session implements StreamHost {
       const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(h, 0, n, FrameType.DATA, last ? Flag.END_STREAM : 0, s.id);
       this.push(h);
-      for (let i = 0; i < whole; i++) this.push(s.queue[i]!);
+      for (let i = 0; i < whole; i++) this.push(s.queue[i]!, Piece.PAYLOAD);
       if (partial > 0) {
         const next = s.queue[whole]!;
-        this.push(next.subarray(0, partial));
+        this.push(next.subarray(0, partial), Piece.PAYLOAD);
         s.queue[whole] = next.subarray(partial);
       }
       if (whole === s.queue.length) s.queue.length = 0;
@@ -461,7 +495,7 @@ export class H2Session implements StreamHost {
   /** Connection error: GOAWAY with the code, then close. */
   fail(code: number, message: string): void {
     if (this.closed) return;
-    this.push(goawayFrame(this.lastPeerStream, code, message.slice(0, 200)));
+    this.writer.push(goawayFrame(this.lastPeerStream, code, message.slice(0, 200)), Piece.CONTROL);
     this.destroy(new H2Error(code, message), true);
   }
 
@@ -547,6 +581,7 @@ export class H2Session implements StreamHost {
     if (this.headerBlock && (this.fType !== FrameType.CONTINUATION || this.fStream !== this.headerBlock.stream)) {
       throw new H2Error(H2Code.PROTOCOL_ERROR, "header block interrupted by another frame");
     }
+    if (this.o.role === "server") this.countEmptyFrame();
     if (this.fType === FrameType.DATA) {
       this.beginData();
       return;
@@ -555,6 +590,19 @@ export class H2Session implements StreamHost {
     this.payloadHave = 0;
     if (this.fLen === 0) this.onFrame(this.payload.subarray(0, 0));
     else this.state = "payload";
+  }
+
+  /** Consecutive frames that carry nothing and end nothing: past MAX_CONSECUTIVE_EMPTY_FRAMES, a flood. */
+  private countEmptyFrame(): void {
+    const t = this.fType;
+    if (t !== FrameType.DATA && t !== FrameType.HEADERS && t !== FrameType.CONTINUATION) return;
+    const ends = t !== FrameType.CONTINUATION && (this.fFlags & Flag.END_STREAM) !== 0;
+    if (this.fLen > 0 || ends) {
+      this.emptyFrames = 0;
+      return;
+    }
+    if (++this.emptyFrames > MAX_CONSECUTIVE_EMPTY_FRAMES)
+      throw new H2Error(H2Code.ENHANCE_YOUR_CALM, `more than ${MAX_CONSECUTIVE_EMPTY_FRAMES} consecutive empty HEADERS/CONTINUATION/DATA frames`);
   }
 
   private beginData(): void {
@@ -609,7 +657,9 @@ export class H2Session implements StreamHost {
       case FrameType.CONTINUATION: {
         const hb = this.headerBlock;
         if (!hb) throw new H2Error(H2Code.PROTOCOL_ERROR, "CONTINUATION without HEADERS");
-        hb.parts.push(Buffer.from(p));
+        if (++hb.frames > MAX_CONTINUATION_FRAMES)
+          throw new H2Error(H2Code.ENHANCE_YOUR_CALM, `more than ${MAX_CONTINUATION_FRAMES} CONTINUATION frames in one header block`);
+        if (p.length > 0) hb.parts.push(Buffer.from(p));
         hb.bytes += p.length;
         if (hb.bytes > (this.o.maxHeaderListSize ?? 256 * 1024) * 2) throw new H2Error(H2Code.ENHANCE_YOUR_CALM, "header block too large");
         if (this.fFlags & Flag.END_HEADERS) this.endHeaderBlock();
@@ -648,7 +698,7 @@ export class H2Session implements StreamHost {
           return;
         }
         this.checkPingPolicy();
-        this.push(frame(FrameType.PING, Flag.ACK, 0, Buffer.from(p)));
+        if (!this.closed) this.push(frame(FrameType.PING, Flag.ACK, 0, Buffer.from(p)), Piece.CONTROL);
         return;
       }
       case FrameType.RST_STREAM: {
@@ -663,7 +713,7 @@ export class H2Session implements StreamHost {
         } // else a closed stream: both sides may reset it at once (§5.1)
         if (this.resetBudget && !this.resetBudget.take()) {
           const b = this.o.resetBudget!;
-          this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_resets"));
+          this.writer.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_resets"), Piece.CONTROL);
           this.destroy(
             new H2Error(H2Code.ENHANCE_YOUR_CALM, `client reset streams faster than ${b.perSecond}/s after a burst of ${b.burst} (too_many_resets)`),
             true,
@@ -703,7 +753,7 @@ export class H2Session implements StreamHost {
     if (this.lastPeerPingAt !== undefined && now - this.lastPeerPingAt < pol.minIntervalMs) {
       this.pingStrikes++;
       if (this.pingStrikes > pol.maxStrikes) {
-        this.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_pings"));
+        this.writer.push(goawayFrame(this.lastPeerStream, H2Code.ENHANCE_YOUR_CALM, "too_many_pings"), Piece.CONTROL);
         // Linger as fail() does, so the flooding client reads the GOAWAY instead of a reset.
         this.destroy(new H2Error(H2Code.ENHANCE_YOUR_CALM, `client pings more often than every ${pol.minIntervalMs} ms (too_many_pings)`), true);
         return;
@@ -731,7 +781,13 @@ export class H2Session implements StreamHost {
     }
     if (this.fFlags & Flag.PRIORITY) start += 5;
     if (start > end) throw new H2Error(H2Code.PROTOCOL_ERROR, "HEADERS padding/priority longer than the frame");
-    this.headerBlock = { stream: id, parts: [Buffer.from(p.subarray(start, end))], bytes: end - start, endStream: (this.fFlags & Flag.END_STREAM) !== 0 };
+    this.headerBlock = {
+      stream: id,
+      parts: [Buffer.from(p.subarray(start, end))],
+      bytes: end - start,
+      frames: 0,
+      endStream: (this.fFlags & Flag.END_STREAM) !== 0,
+    };
     if (this.fFlags & Flag.END_HEADERS) this.endHeaderBlock();
   }
 
@@ -810,7 +866,8 @@ export class H2Session implements StreamHost {
           break; // advisory or unknown
       }
     }
-    this.push(frame(FrameType.SETTINGS, Flag.ACK, 0));
+    this.push(frame(FrameType.SETTINGS, Flag.ACK, 0), Piece.CONTROL);
+    if (this.closed) return;
     for (const s of this.streams.values()) this.pump(s);
   }
 }

@@ -25,7 +25,10 @@ export interface StreamHost {
   releaseCredit(s: H2Stream, force: boolean): void;
   /** The stream is closed both ways: forget it. */
   streamClosed(s: H2Stream): void;
-  /** Activity on a stream (HEADERS or DATA sent): keepalive ping strikes start over. */
+  /**
+   * DATA sent on a stream: keepalive ping strikes start over. (grpc-go resets them on HEADERS
+   * too; then a client that opens a stream before each PING is never struck.)
+   */
   resetPingStrikes(): void;
 }
 
@@ -74,7 +77,6 @@ export class H2Stream {
   respond(headers: HeaderList, endStream = false): void {
     if (this.closed || this.localEnded) return;
     this.session.sendHeaders(this.id, headers, endStream);
-    this.session.resetPingStrikes();
     if (endStream) {
       this.localEnded = true;
       this.maybeClosed();

@@ -20,10 +20,29 @@ export const QUEUE_LIMIT = 256 * 1024;
 /** The reused output buffer starts this small (a connection that only sends SETTINGS costs little) and grows to WRITE_BATCH. */
 const SLAB_START = 16 * 1024;
 
+/**
+ * Frames queued and not yet handed over past which the connection is a flood (Envoy's
+ * max_outbound_frames default). DATA alone never gets there: `full` stops streams at half of it.
+ */
+export const MAX_OUTBOUND_FRAMES = 10_000;
+
+/** SETTINGS/PING ACKs, RST_STREAM and GOAWAY queued and not yet handed over: past this, a flood (Envoy's max_outbound_control_frames default). */
+export const MAX_OUTBOUND_CONTROL_FRAMES = 1_000;
+
+/** What a queued piece is: the payload of a frame already counted, a frame, or a control frame. */
+export const Piece = { PAYLOAD: 0, FRAME: 1, CONTROL: 2 } as const;
+export type PieceKind = (typeof Piece)[keyof typeof Piece];
+
 const EMPTY = new Uint8Array(0);
 
 export class H2Writer {
   private out: Uint8Array[] = [];
+  /** The kind of each piece of `out` (Piece), for the frame counts below. */
+  private kinds: PieceKind[] = [];
+  /** Frames (control frames included) queued and not yet handed over. */
+  framesQueued = 0;
+  /** Control frames queued and not yet handed over. */
+  controlQueued = 0;
   /** Index of the first piece of `out` not yet handed over. */
   private outHead = 0;
   private outBytes = 0;
@@ -43,17 +62,20 @@ export class H2Writer {
     private readonly onRoom: () => void = () => {},
   ) {}
 
-  /** The transport is blocked, or QUEUE_LIMIT bytes wait to be handed over: queue no more DATA. */
+  /** The transport is blocked, or QUEUE_LIMIT bytes or half of MAX_OUTBOUND_FRAMES frames wait to be handed over: queue no more DATA. */
   get full(): boolean {
-    if (!this.blocked && this.outBytes < QUEUE_LIMIT) return false;
+    if (!this.blocked && this.outBytes < QUEUE_LIMIT && this.framesQueued < MAX_OUTBOUND_FRAMES / 2) return false;
     this.owedRoom = true;
     return true;
   }
 
-  /** Queue bytes (kept by reference); what is queued in one turn goes out together. */
-  push(b: Uint8Array): void {
+  /** Queue bytes (kept by reference); what is queued in one turn goes out together. `kind` counts frames (Piece). */
+  push(b: Uint8Array, kind: PieceKind = Piece.FRAME): void {
     this.out.push(b);
+    this.kinds.push(kind);
     this.outBytes += b.length;
+    if (kind !== Piece.PAYLOAD) this.framesQueued++;
+    if (kind === Piece.CONTROL) this.controlQueued++;
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(() => this.flush());
@@ -94,9 +116,11 @@ export class H2Writer {
     }
     if (this.outHead === this.out.length) {
       this.out = [];
+      this.kinds = [];
       this.outHead = 0;
     } else if (this.outHead > 1024) {
       this.out = this.out.slice(this.outHead);
+      this.kinds = this.kinds.slice(this.outHead);
       this.outHead = 0;
     }
     if (this.owedRoom && !this.blocked) {
@@ -123,7 +147,12 @@ export class H2Writer {
       }
       data = b.subarray(0, bytes);
     }
-    for (let i = this.outHead; i < end; i++) this.out[i] = EMPTY;
+    for (let i = this.outHead; i < end; i++) {
+      this.out[i] = EMPTY;
+      const k = this.kinds[i]!;
+      if (k !== Piece.PAYLOAD) this.framesQueued--;
+      if (k === Piece.CONTROL) this.controlQueued--;
+    }
     this.outHead = end;
     this.outBytes -= bytes;
     return data;
@@ -139,6 +168,9 @@ export class H2Writer {
   /** Drop everything queued (the transport is gone). */
   discard(): void {
     this.out = [];
+    this.kinds = [];
+    this.framesQueued = 0;
+    this.controlQueued = 0;
     this.outHead = 0;
     this.outBytes = 0;
     this.pending = undefined;
