@@ -51,6 +51,13 @@ const DEFAULTS = {
   maxBinaryBytes: 268_435_456,
 };
 
+/**
+ * Wasm downloads running at once. Each holds one connection of fetch()'s per-process pool, a few
+ * 64 KiB chunks (and zlib's window) in memory, and at most two scratch files of up to
+ * ISTIO_WASM_MAX_BINARY_SIZE_BYTES on disk; further downloads queue within their own deadline.
+ */
+export const MAX_CONCURRENT_DOWNLOADS = 4;
+
 const systemLookup: Lookup = async (host) => lookup(host, { all: true, verbatim: true });
 
 /** A setting out of its range is reported by name and replaced by Istio's default. */
@@ -79,7 +86,7 @@ export function createWasmConversion(s: WasmSettings, deps: WasmDeps): WasmConve
       .filter(Boolean),
   );
   const cache = new ModuleCache(
-    { dir: s.dir, moduleExpiryMs: expiry, insecureRegistries: insecure },
+    { dir: s.dir, moduleExpiryMs: expiry, insecureRegistries: insecure, maxConcurrentDownloads: MAX_CONCURRENT_DOWNLOADS },
     {
       http: new HttpFetcher({ requestTimeoutMs: timeout, maxAttempts: retries, maxBytes, guard, log }),
       oci: new OciFetcher({ guard, maxBytes, log }),

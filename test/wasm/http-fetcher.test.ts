@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { silentLogger } from "../../src/lib/log.ts";
 import { HttpFetcher } from "../../src/wasm/http-fetcher.ts";
+import { Scratch } from "../../src/wasm/spool.ts";
 import { validateAllRealms } from "../../src/wasm/registry-auth.ts";
 import { AddressGuard, parseBlockedCidrs, type Lookup } from "../../src/wasm/ssrf.ts";
 import { makeTestPki } from "../support/fake-istiod.ts";
@@ -26,8 +27,9 @@ const noLookup: Lookup = async (h) => {
   throw new Error(`unexpected lookup of ${h}`);
 };
 
+/** The fetcher, reading back the file it writes (into a scratch directory removed after each test). */
 function fetcher(o: { maxAttempts?: number; timeoutMs?: number; maxBytes?: number; blocked?: string[]; lookup?: Lookup } = {}) {
-  return new HttpFetcher({
+  const f = new HttpFetcher({
     requestTimeoutMs: o.timeoutMs ?? 15_000,
     maxAttempts: o.maxAttempts ?? 5,
     maxBytes: o.maxBytes ?? 1 << 20,
@@ -35,6 +37,18 @@ function fetcher(o: { maxAttempts?: number; timeoutMs?: number; maxBytes?: numbe
     log: silentLogger(),
     initialBackoffMs: 0.001,
   });
+  const dir = mkdtempSync(join(tmpdir(), "wasm-fetch-"));
+  dirs.push(dir);
+  return {
+    async fetch(url: string, insecure: boolean, signal: AbortSignal): Promise<Uint8Array> {
+      const scratch = new Scratch(dir, "t");
+      try {
+        return new Uint8Array(readFileSync(await f.fetch(url, insecure, signal, scratch)));
+      } finally {
+        await scratch.cleanup();
+      }
+    },
+  };
 }
 
 function server(): ModuleServer {
