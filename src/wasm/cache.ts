@@ -187,7 +187,7 @@ export class ModuleCache implements ModuleSource {
       case "https:":
         try {
           path = await this.d.http.fetch(key.url, insecure, signal, scratch);
-          digest = await sha256File(path);
+          digest = scratch.digestOf(path) ?? (await sha256File(path));
         } catch (e) {
           this.failed("download_failure", errorMessage(e));
         }

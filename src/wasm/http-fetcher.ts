@@ -138,7 +138,7 @@ export class HttpFetcher {
         }
         const raw = scratch.file();
         try {
-          await spool(bodyChunks(res), raw, limit, `Wasm module ${shown}`);
+          await spool(bodyChunks(res), raw, limit, `Wasm module ${shown}`, scratch);
         } catch (e) {
           if (e instanceof WasmLimitError || e instanceof WasmDiskError) throw e;
           if (signal.aborted) throw new WasmFetchError(`GET ${JSON.stringify(shown)}: deadline exceeded while reading the body`, { cause: e });

@@ -53,7 +53,7 @@ const DEFAULTS = {
 
 /**
  * Wasm downloads running at once. Each holds one connection of fetch()'s per-process pool, a few
- * 64 KiB chunks (and zlib's window) in memory, and at most two scratch files of up to
+ * 16 KiB chunks (and zlib's window) in memory, and at most two scratch files of up to
  * ISTIO_WASM_MAX_BINARY_SIZE_BYTES on disk; further downloads queue within their own deadline.
  */
 export const MAX_CONCURRENT_DOWNLOADS = 4;

@@ -263,7 +263,7 @@ export class OciFetcher {
       throw new OciError(`could not get layer content: ${d.digest} answered ${res.status}`);
     }
     const path = scratch.file();
-    const got = await spool(bodyChunks(res), path, { max: d.size, why: "the size its manifest declares" }, `layer ${d.digest}`);
+    const got = await spool(bodyChunks(res), path, { max: d.size, why: "the size its manifest declares" }, `layer ${d.digest}`, scratch);
     if (got.size !== d.size) throw new OciError(`layer ${d.digest} is ${got.size} bytes; its manifest declares ${d.size}`);
     if (`sha256:${got.sha256}` !== d.digest) throw new OciError(`layer ${d.digest} does not match its digest`);
     return path;
@@ -324,7 +324,7 @@ export async function extractWasmPluginBinary(tgz: string, scratch: Scratch, max
   for await (const entry of tarEntries(tar, limit)) {
     if (entry.name.split("/").pop() !== PLUGIN_FILE) continue;
     const out = scratch.file();
-    await copyRange(tar, entry.offset, entry.size, out, limit, `${PLUGIN_FILE} of the image layer`);
+    await copyRange(tar, entry.offset, entry.size, out, limit, `${PLUGIN_FILE} of the image layer`, scratch);
     return out;
   }
   throw new OciError(`${PLUGIN_FILE} not found in the archive`);

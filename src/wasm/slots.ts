@@ -1,5 +1,5 @@
 // How many Wasm downloads run at once. Each running download holds one connection of fetch()'s
-// process-wide pool, a few 64 KiB chunks and up to two scratch files; the rest wait here, in
+// process-wide pool, a few 16 KiB chunks and up to two scratch files; the rest wait here, in
 // arrival order, until a slot frees or their own deadline passes. So one ECDS push naming many
 // modules (or many pushes) cannot take every socket of the pool, nor multiply memory.
 

@@ -30,6 +30,8 @@ export const TMP_MARKER = ".wasm.tmp-";
 /** One download's temp files. */
 export class Scratch {
   private readonly files = new Set<string>();
+  /** sha256 of the scratch files written through spool(), so the cache need not read them again. */
+  private readonly digests = new Map<string, string>();
   private n = 0;
 
   constructor(
@@ -46,6 +48,15 @@ export class Scratch {
 
   owns(path: string): boolean {
     return this.files.has(path);
+  }
+
+  noteDigest(path: string, sha256: string): void {
+    if (this.files.has(path)) this.digests.set(path, sha256);
+  }
+
+  /** The hex sha256 of a scratch file written by spool(), if known. */
+  digestOf(path: string): string | undefined {
+    return this.digests.get(path);
   }
 
   /** The file now belongs elsewhere (renamed into the cache). */
@@ -123,12 +134,20 @@ export class SpoolWriter {
   }
 }
 
-/** Copy a byte stream into `path` under `limit`; size and sha256 of what was written. */
-export async function spool(source: AsyncIterable<Uint8Array>, path: string, limit: ByteLimit, what: string): Promise<{ size: number; sha256: string }> {
+/** Copy a byte stream into `path` under `limit`; size and sha256 of what was written (also noted in `scratch`). */
+export async function spool(
+  source: AsyncIterable<Uint8Array>,
+  path: string,
+  limit: ByteLimit,
+  what: string,
+  scratch?: Scratch,
+): Promise<{ size: number; sha256: string }> {
   const w = await SpoolWriter.create(path, limit, what);
   try {
     for await (const chunk of source) await w.write(chunk);
-    return { size: w.size, sha256: await w.finish() };
+    const sha256 = await w.finish();
+    scratch?.noteDigest(path, sha256);
+    return { size: w.size, sha256 };
   } finally {
     await w.close().catch(() => {});
   }
@@ -170,7 +189,7 @@ export async function sha256File(path: string): Promise<string> {
   const h = createHash("sha256");
   const fh = await open(path, "r");
   try {
-    for await (const chunk of fh.createReadStream({ highWaterMark: 64 * 1024 })) h.update(chunk as Buffer);
+    for await (const chunk of fh.createReadStream({ highWaterMark: 16 * 1024 })) h.update(chunk as Buffer);
   } finally {
     await fh.close().catch(() => {});
   }

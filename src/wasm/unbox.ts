@@ -1,7 +1,7 @@
 // Wasm binaries as they arrive: plain, gzipped, in a tarball, or a gzipped tarball (Istio's
 // httpfetcher.go unboxIfPossible), and the tar reading the OCI compat image layout needs. All of
 // it works file to file: a download is already on disk (spool.ts), gzip is inflated as a stream
-// (node:zlib, 64 KiB at a time, so the main loop never runs one long inflate) into another file,
+// (node:zlib, 16 KiB at a time, so the main loop never runs one long inflate) into another file,
 // and a tar entry is copied out by offset. The inflated size is counted as it grows and the
 // stream stopped at the first byte over the limit: a small bomb costs one chunk past the limit,
 // not the limit in memory. What cannot be unpacked is returned as it came (the caller's Wasm
@@ -13,7 +13,7 @@ import { createGunzip } from "node:zlib";
 import { WasmDiskError, WasmLimitError, diskError, readHead, spool, type ByteLimit, type Scratch } from "./spool.ts";
 
 const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
-const CHUNK = 64 * 1024;
+const CHUNK = 16 * 1024;
 
 /** A Wasm binary starts with the magic number and a version: 8 bytes at least (cache.go). */
 export function isValidWasmBinary(b: Uint8Array): boolean {
@@ -33,13 +33,13 @@ export class UnboxError extends Error {
 }
 
 /** Inflate the gzip file `src` into `dst`, stopping at the first byte over the limit. */
-export async function gunzipFile(src: string, dst: string, limit: ByteLimit, what: string): Promise<void> {
+export async function gunzipFile(src: string, dst: string, limit: ByteLimit, what: string, scratch?: Scratch): Promise<void> {
   const input = createReadStream(src, { highWaterMark: CHUNK });
   const gz = createGunzip({ chunkSize: CHUNK });
   input.on("error", (e) => gz.destroy(e));
   input.pipe(gz);
   try {
-    await spool(gz, dst, limit, `${what} (gunzipped)`);
+    await spool(gz, dst, limit, `${what} (gunzipped)`, scratch);
   } catch (e) {
     if (e instanceof WasmLimitError || e instanceof WasmDiskError) throw e;
     throw new UnboxError(`not a valid gzip stream: ${(e as Error).message}`, { cause: e });
@@ -109,14 +109,14 @@ export async function* tarEntries(path: string, limit: ByteLimit): AsyncGenerato
 }
 
 /** Copy `size` bytes at `offset` of `src` into the new file `dst`. */
-export async function copyRange(src: string, offset: number, size: number, dst: string, limit: ByteLimit, what: string): Promise<void> {
+export async function copyRange(src: string, offset: number, size: number, dst: string, limit: ByteLimit, what: string, scratch?: Scratch): Promise<void> {
   if (size === 0) {
     await writeFile(dst, new Uint8Array(), { flag: "wx" }).catch((e: unknown) => {
       throw diskError(dst, e);
     });
     return;
   }
-  await spool(createReadStream(src, { start: offset, end: offset + size - 1, highWaterMark: CHUNK }), dst, limit, what);
+  await spool(createReadStream(src, { start: offset, end: offset + size - 1, highWaterMark: CHUNK }), dst, limit, what, scratch);
 }
 
 /**
@@ -131,7 +131,7 @@ export async function unboxFile(path: string, scratch: Scratch, limit: ByteLimit
     try {
       if (isGzip(head)) {
         const next = scratch.file();
-        await gunzipFile(cur, next, limit, what);
+        await gunzipFile(cur, next, limit, what, scratch);
         cur = next;
       } else if (isPosixTar(head)) {
         let first: TarEntry | undefined;
@@ -141,7 +141,7 @@ export async function unboxFile(path: string, scratch: Scratch, limit: ByteLimit
         }
         if (!first) return path;
         const next = scratch.file();
-        await copyRange(cur, first.offset, first.size, next, limit, what);
+        await copyRange(cur, first.offset, first.size, next, limit, what, scratch);
         cur = next;
       } else return path;
     } catch (e) {
