@@ -277,6 +277,16 @@ describe("TestValidateAllRealms", () => {
     ["multiple challenges safe then malicious", `Bearer realm="https://safe.com/token", Basic realm="http://169.254.169.254/"`, true],
     ["multiple challenges malicious first", `Basic realm="http://localhost/", Bearer realm="https://safe.com/token"`, true],
     ["multiple challenges both safe", `Bearer realm="https://auth.example.com/", Basic realm="https://other.example.com/"`, false],
+    // Spellings the URL parser normalises (issue 34): [::ffff:127.0.0.1] becomes [::ffff:7f00:1].
+    ["ipv4-mapped ipv6 loopback", `Bearer realm="http://[::ffff:127.0.0.1]:5000/token"`, true],
+    ["ipv4-mapped ipv6 private, hex", `Bearer realm="http://[::ffff:a00:1]/token"`, true],
+    ["ipv4-mapped ipv6 link-local", `Bearer realm="http://[::ffff:169.254.169.254]/latest"`, true],
+    ["unspecified ipv4", `Bearer realm="http://0.0.0.0:5000/token"`, true],
+    ["unspecified ipv6", `Bearer realm="http://[::]:5000/token"`, true],
+    ["decimal loopback", `Bearer realm="http://2130706433/token"`, true],
+    ["localhost with a trailing dot", `Bearer realm="http://localhost.:5000/token"`, true],
+    ["a name under localhost", `Bearer realm="http://auth.localhost/token"`, true],
+    ["ipv4-mapped ipv6 public", `Bearer realm="https://[::ffff:8.8.8.8]/token"`, false],
   ];
   for (const [name, header, wantErr] of cases) {
     test(name, () => {
