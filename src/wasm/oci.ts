@@ -12,11 +12,11 @@
 // use, so a malformed one is reported as what it is.
 
 import { createHash } from "node:crypto";
-import { isIP } from "node:net";
+import { BlockList, isIP } from "node:net";
 import type { Logger } from "../lib/log.ts";
 import { WasmFetchError, guardedGet, readCapped } from "./http-fetcher.ts";
 import { parseImageReference, type ImageReference } from "./oci-reference.ts";
-import { RegistryAuthError, credentialsFor, isPrivateOrLoopback, parseChallenge, validateAllRealms, type Credentials } from "./registry-auth.ts";
+import { RegistryAuthError, credentialsFor, parseChallenge, validateAllRealms, type Credentials } from "./registry-auth.ts";
 import { bodyChunks, spool, type ByteLimit, type Scratch } from "./spool.ts";
 import type { AddressGuard } from "./ssrf.ts";
 import { copyRange, gunzipFile, tarEntries } from "./unbox.ts";
@@ -95,12 +95,29 @@ export function parseManifest(text: string): Manifest {
   return m as Manifest;
 }
 
-/** go-containerregistry's Registry.Scheme: the registries that may be spoken to in plain HTTP. */
+const PLAIN_HTTP_RANGES = (() => {
+  const l = new BlockList();
+  for (const [net, bits] of [
+    ["127.0.0.0", 8],
+    ["10.0.0.0", 8],
+    ["172.16.0.0", 12],
+    ["192.168.0.0", 16],
+  ] as const)
+    l.addSubnet(net, bits, "ipv4");
+  l.addAddress("::1", "ipv6");
+  return l;
+})();
+
+/**
+ * go-containerregistry's Registry.Scheme (what Istio's fetcher uses): the registries that may be
+ * spoken to in plain HTTP are the insecure ones, localhost, loopback and RFC 1918 IP literals.
+ */
 export function mayUsePlainHttp(registry: string, insecure: boolean): boolean {
   if (insecure) return true;
   const host = registry.replace(/:\d+$/, "").replace(/^\[|\]$/g, "");
   if (host === "localhost") return true;
-  return isIP(host) !== 0 && isPrivateOrLoopback(host);
+  const family = isIP(host);
+  return family !== 0 && PLAIN_HTTP_RANGES.check(host, family === 4 ? "ipv4" : "ipv6");
 }
 
 /** The TLS handshake failed because the other side is not TLS (not a certificate problem). */
@@ -140,7 +157,7 @@ class RegistrySession {
       if (!speaksPlainHttp(e as Error) || this.o.signal.aborted) throw e;
       if (!mayUsePlainHttp(this.ref.registry, this.o.insecure))
         throw new OciError(
-          `${this.ref.registry} does not speak TLS; plain HTTP is used only for registries listed in WASM_INSECURE_REGISTRIES, localhost, or loopback and private-range IP addresses (add it there if it is trusted)`,
+          `${this.ref.registry} does not speak TLS; plain HTTP is used only for registries listed in WASM_INSECURE_REGISTRIES, localhost, or loopback and RFC 1918 IP addresses (list it there if it is trusted)`,
           { cause: e },
         );
     }

@@ -87,7 +87,7 @@ function embeddedIpv4(ip6: string): string | undefined {
  * Unspecified, loopback, private (RFC 1918, fc00::/7) or link-local: an address that reaches this
  * host or its network. IPv4 carried in IPv6 (mapped or compatible, hex or dotted) is judged as IPv4.
  */
-export function isPrivateOrLoopback(ip: string): boolean {
+function isPrivateOrLoopback(ip: string): boolean {
   const family = isIP(ip);
   if (family === 4) return LOCAL_RANGES.check(ip, "ipv4");
   if (family !== 6) return false;

@@ -45,7 +45,11 @@ export class DownloadSlots {
       const onAbort = () => {
         const i = this.waiting.indexOf(grant);
         if (i >= 0) this.waiting.splice(i, 1);
-        reject(new DownloadSlotError(`deadline passed while waiting for one of the ${this.max} Wasm download slots (all busy)`));
+        reject(
+          new DownloadSlotError(
+            `deadline passed while waiting for one of the ${this.max} Wasm download slots (all busy with other modules); it is retried on the next push, or give the WasmPlugin's fetch a longer timeout`,
+          ),
+        );
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener("abort", onAbort, { once: true });

@@ -149,7 +149,9 @@ describe("OCI", () => {
     const { w } = conversion(tempDir(), { lookup: async () => [{ address: "127.0.0.1", family: 4 }] });
     const registry = `${host}:${s.port}`;
     const err = await w.cache.get(`oci://${registry}/team/plugin:v1`, opts({ pullSecret: secret(registry) })).catch((e: Error) => e.message);
-    expect(err).toContain(`${registry} does not speak TLS; plain HTTP is used only for registries listed in WASM_INSECURE_REGISTRIES`);
+    expect(err).toContain(
+      `${registry} does not speak TLS; plain HTTP is used only for registries listed in WASM_INSECURE_REGISTRIES, localhost, or loopback and RFC 1918 IP addresses`,
+    );
     expect(authorizations).toEqual([]);
   });
 

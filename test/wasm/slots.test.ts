@@ -42,7 +42,7 @@ test("a waiter whose deadline passes leaves the queue with an error; the next wa
   const second = slots.run(ac.signal, async () => void (ran = true));
   const third = slots.run(new AbortController().signal, async () => "third");
   ac.abort();
-  await expect(second).rejects.toThrow("deadline passed while waiting for one of the 1 Wasm download slots (all busy)");
+  await expect(second).rejects.toThrow("deadline passed while waiting for one of the 1 Wasm download slots (all busy with other modules)");
   expect(slots.queued).toBe(1);
   g.open();
   await first;
