@@ -16,6 +16,7 @@ import { mkdir, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { Clock } from "./clock.ts";
+import type { GcMeter } from "./gcmeter.ts";
 import type { HttpFetcher } from "./http-fetcher.ts";
 import type { FetchResult, WasmMetrics } from "./metrics.ts";
 import type { OciFetcher } from "./oci.ts";
@@ -47,6 +48,8 @@ export interface CacheDeps {
   metrics: WasmMetrics;
   log: Logger;
   clock: Clock;
+  /** Asks for a garbage collection every so many bytes streamed (gcmeter.ts). */
+  meter?: GcMeter;
 }
 
 interface Entry {
@@ -160,7 +163,7 @@ export class ModuleCache implements ModuleSource {
     this.swept ??= this.sweep();
     await this.swept;
     return this.slots.run(signal, async () => {
-      const scratch = new Scratch(this.o.dir, `download-${++this.downloads}`);
+      const scratch = new Scratch(this.o.dir, `download-${++this.downloads}`, this.d.meter);
       this.scratches.add(scratch);
       try {
         return await this.fetch(key, opts, u, signal, scratch);

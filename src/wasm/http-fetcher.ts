@@ -142,6 +142,11 @@ export class HttpFetcher {
         } catch (e) {
           if (e instanceof WasmLimitError || e instanceof WasmDiskError) throw e;
           if (signal.aborted) throw new WasmFetchError(`GET ${JSON.stringify(shown)}: deadline exceeded while reading the body`, { cause: e });
+          if (attemptSignal.aborted)
+            throw new WasmFetchError(
+              `GET ${JSON.stringify(shown)}: reading the body took longer than WASM_HTTP_REQUEST_TIMEOUT (${this.o.requestTimeoutMs} ms)`,
+              { cause: e },
+            );
           throw new WasmFetchError(`GET ${JSON.stringify(shown)}: reading the body failed: ${(e as Error).message}`, { cause: e });
         }
         return unboxFile(raw, scratch, limit, `Wasm module ${shown}`);

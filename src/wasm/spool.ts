@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { open, rm, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { errorMessage } from "../lib/errors.ts";
+import type { GcMeter } from "./gcmeter.ts";
 
 export class WasmLimitError extends Error {
   override name = "WasmLimitError";
@@ -37,6 +38,8 @@ export class Scratch {
   constructor(
     readonly dir: string,
     private readonly tag: string,
+    /** Counts the bytes this download streams (spool.ts), for the collector. */
+    readonly meter?: GcMeter,
   ) {}
 
   /** A new temp file path (not yet created). */
@@ -144,7 +147,10 @@ export async function spool(
 ): Promise<{ size: number; sha256: string }> {
   const w = await SpoolWriter.create(path, limit, what);
   try {
-    for await (const chunk of source) await w.write(chunk);
+    for await (const chunk of source) {
+      await w.write(chunk);
+      scratch?.meter?.count(chunk.length);
+    }
     const sha256 = await w.finish();
     scratch?.noteDigest(path, sha256);
     return { size: w.size, sha256 };

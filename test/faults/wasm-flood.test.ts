@@ -51,12 +51,12 @@ interface Scene {
 }
 
 /** The compiled agent with an Envoy (wasm-envoy.ts), dialling istiod; the test holds the XDS stream with an ECDS subscription. */
-async function startScene(name: string): Promise<Scene> {
+async function startScene(name: string, env: Record<string, string> = {}): Promise<Scene> {
   const dir = join(work, name);
   mkdirSync(dir, { recursive: true });
   const record = join(dir, "admin.jsonl");
   const pod = await startPod({
-    env: { CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", WASM_ENVOY_RECORD: record },
+    env: { CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", WASM_ENVOY_RECORD: record, ...env },
     proxyConfig: {
       discoveryAddress: istiod.address,
       controlPlaneAuthPolicy: "MUTUAL_TLS",
@@ -132,63 +132,118 @@ function bigModule(size: number): Buffer {
   return m;
 }
 
+/** Modules served by the test: a small gzipped one for the warm-up, and `big` for the attack. */
+function moduleServer(big: (path: string) => Response) {
+  const small = gzipSync(wasmModule("warm-up"));
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    idleTimeout: 0,
+    fetch: (req) => {
+      const path = new URL(req.url).pathname;
+      return path === "/small.wasm" ? new Response(small) : big(path);
+    },
+  });
+  cleanups.push(() => server.stop(true));
+  return server;
+}
+
+interface Attack {
+  idle: number;
+  peak: number;
+  slowest: number;
+  probes: number;
+  rounds: number;
+  answer: { nonce: string; resources: Uint8Array[] };
+}
+
+/**
+ * Warm the agent up (readiness, one small gzipped module, an xDS round trip: the Wasm code and
+ * zlib loaded), read its idle RSS, then push one ECDS response naming `paths` and, until its
+ * converted answer arrives, probe readiness every 50 ms and run an xDS round trip every fifth
+ * probe, sampling RSS around each.
+ */
+async function underAttack(s: Scene, port: number, paths: string[]): Promise<Attack> {
+  const pid = s.pod.agent.proc.pid;
+  await until(s.pod, "ready", async () => ((await readyStatus(s.pod, 5000)).status === 200 ? true : undefined));
+  s.up.send({ typeUrl: ECDS, versionInfo: "v0", nonce: "w", resources: [wasmResource("ns.small", `http://127.0.0.1:${port}/small.wasm`, 30)] });
+  await s.envoy.waitFor(1, 15_000);
+  await xdsRoundTrip(s, "warm");
+  await Bun.sleep(500);
+  const idle = rssOf(pid);
+
+  s.up.send({
+    typeUrl: ECDS,
+    versionInfo: "v1",
+    nonce: "attack",
+    resources: paths.map((p, i) => wasmResource(`ns.big-${i}`, `http://127.0.0.1:${port}${p}`, 300)),
+  });
+  const a = { idle, peak: idle, slowest: 0, probes: 0, rounds: 0 };
+  const answer = () => s.envoy.received.find((b) => decodeResponse(b).nonce === "attack");
+  const deadline = Date.now() + 300_000;
+  while (!answer()) {
+    if (Date.now() > deadline) throw new Error(`no converted ECDS response within 300 s; agent log tail:\n${s.pod.tail()}`);
+    a.peak = Math.max(a.peak, rssOf(pid));
+    const r = await readyStatus(s.pod, 5000);
+    expect(r.status).toBe(200);
+    a.slowest = Math.max(a.slowest, r.ms);
+    if (++a.probes % 5 === 0) await xdsRoundTrip(s, `c${a.rounds++}`);
+    a.peak = Math.max(a.peak, rssOf(pid));
+    await Bun.sleep(50);
+  }
+  return { ...a, answer: decodeResponse(answer()!) };
+}
+
+function report(what: string, a: Attack): void {
+  const mib = (b: number) => (b / MiB).toFixed(1);
+  console.log(
+    `${what}: idle RSS ${mib(a.idle)} MiB, peak ${mib(a.peak)} MiB (+${mib(a.peak - a.idle)}); ${a.probes} readiness probes, slowest ${a.slowest.toFixed(0)} ms; ${a.rounds} xDS round trips`,
+  );
+}
+
 describe("Wasm downloads under attack (compiled agent)", () => {
   test("six gzips of 256 MiB modules: RSS stays within 64 MiB of idle; the status port and xDS keep answering; all six are accepted", async () => {
     const moduleBytes = 256 * MiB - 64;
     const gz = gzipSync(bigModule(moduleBytes), { level: 9 });
-    const small = wasmModule("warm-up");
-    const server = Bun.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      idleTimeout: 0,
-      fetch: (req) => new Response(new URL(req.url).pathname === "/small.wasm" ? gzipSync(small) : gz),
-    });
-    cleanups.push(() => server.stop(true));
+    const server = moduleServer(() => new Response(gz));
     const s = await startScene("gzip");
-    const pid = s.pod.agent.proc.pid;
-
-    // Warm up: readiness, and one small gzipped module, so the Wasm code and zlib are loaded before "idle" is read.
-    await until(s.pod, "ready", async () => ((await readyStatus(s.pod, 5000)).status === 200 ? true : undefined));
-    s.up.send({ typeUrl: ECDS, versionInfo: "v0", nonce: "w", resources: [wasmResource("ns.small", `http://127.0.0.1:${server.port}/small.wasm`, 30)] });
-    await s.envoy.waitFor(1, 15_000);
-    await xdsRoundTrip(s, "warm");
-    await Bun.sleep(500);
-    const idle = rssOf(pid);
-
-    const urls = Array.from({ length: 6 }, (_, i) => `http://127.0.0.1:${server.port}/big-${i}.wasm`);
-    s.up.send({ typeUrl: ECDS, versionInfo: "v1", nonce: "big", resources: urls.map((u, i) => wasmResource(`ns.big-${i}`, u, 300)) });
-    let peak = idle;
-    let slowest = 0;
-    let probes = 0;
-    let rounds = 0;
-    const bigAnswer = () => s.envoy.received.find((b) => decodeResponse(b).nonce === "big");
-    const deadline = Date.now() + 300_000;
-    while (!bigAnswer()) {
-      if (Date.now() > deadline) throw new Error(`no converted ECDS response within 300 s; agent log tail:\n${s.pod.tail()}`);
-      peak = Math.max(peak, rssOf(pid));
-      const r = await readyStatus(s.pod, 5000);
-      expect(r.status).toBe(200);
-      slowest = Math.max(slowest, r.ms);
-      probes++;
-      if (probes % 5 === 0) {
-        await xdsRoundTrip(s, `c${rounds++}`);
-      }
-      peak = Math.max(peak, rssOf(pid));
-      await Bun.sleep(50);
-    }
-    const res = decodeResponse(bigAnswer()!);
-    expect(res.resources.length).toBe(6);
-    for (const r of res.resources) {
-      const conv = readExtensionConfig(r);
-      const file = conv.config.config?.vm_config?.code?.local?.filename as string;
+    const a = await underAttack(
+      s,
+      server.port!,
+      Array.from({ length: 6 }, (_, i) => `/big-${i}.wasm`),
+    );
+    report(`wasm gzip flood (${(gz.length / 1024).toFixed(0)} KiB each)`, a);
+    expect(a.answer.resources.length).toBe(6);
+    for (const r of a.answer.resources) {
+      const file = readExtensionConfig(r).config.config?.vm_config?.code?.local?.filename as string;
       expect(file).toBeString();
       expect(statSync(file).size).toBe(moduleBytes);
     }
-    console.log(
-      `wasm gzip flood: idle RSS ${(idle / MiB).toFixed(1)} MiB, peak ${(peak / MiB).toFixed(1)} MiB (+${((peak - idle) / MiB).toFixed(1)}); ${probes} readiness probes, slowest ${slowest.toFixed(0)} ms; ${rounds} xDS round trips`,
+    expect(a.peak - a.idle).toBeLessThan(RSS_MARGIN);
+    expect(a.rounds).toBeGreaterThan(0);
+  }, 400_000);
+
+  test("eight endless bodies: each cut at ISTIO_WASM_MAX_BINARY_SIZE_BYTES, RSS within 64 MiB of idle, the status port and xDS keep answering", async () => {
+    const chunk = new Uint8Array(64 * 1024);
+    chunk.set(wasmModule("endless").subarray(0, 8));
+    const server = moduleServer(() => new Response(new ReadableStream({ pull: (c) => c.enqueue(chunk) })));
+    // Each attempt may take 256 MiB as long as it needs on a loaded machine: the size limit is what ends it.
+    const s = await startScene("endless", { WASM_HTTP_REQUEST_TIMEOUT: "300s" });
+    const a = await underAttack(
+      s,
+      server.port!,
+      Array.from({ length: 8 }, (_, i) => `/endless-${i}.wasm`),
     );
-    expect(peak - idle).toBeLessThan(RSS_MARGIN);
-    expect(rounds).toBeGreaterThan(0);
+    report("wasm endless bodies", a);
+    expect(a.answer.resources.length).toBe(8);
+    for (const r of a.answer.resources) expect(readExtensionConfig(r).typeUrl).toBe(URL_OF(T.httpRbac)); // fail closed: Istio's deny-all stand-in
+    const log = s.pod.tail(400);
+    for (let i = 0; i < 8; i++) {
+      const url = `http://127.0.0.1:${server.port}/endless-${i}.wasm`;
+      expect(log).toContain(`cannot fetch Wasm module ${url}: Wasm module ${url} exceeds the limit of 268435456 bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
+    }
+    expect(a.peak - a.idle).toBeLessThan(RSS_MARGIN);
+    expect(a.rounds).toBeGreaterThan(0);
   }, 400_000);
 
   test("300 downloads that never answer: 4 reach the server; readiness asks Envoy's admin API; SIGTERM's drain reaches Envoy", async () => {
