@@ -12,13 +12,13 @@
 // use, so a malformed one is reported as what it is.
 
 import { createHash } from "node:crypto";
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
 import type { Logger } from "../lib/log.ts";
 import { WasmFetchError, guardedGet, readCapped } from "./http-fetcher.ts";
 import { parseImageReference, type ImageReference } from "./oci-reference.ts";
 import { RegistryAuthError, credentialsFor, parseChallenge, validateAllRealms, type Credentials } from "./registry-auth.ts";
 import { bodyChunks, spool, type ByteLimit, type Scratch } from "./spool.ts";
-import type { AddressGuard } from "./ssrf.ts";
+import { rangeList, type AddressGuard } from "./ssrf.ts";
 import { copyRange, gunzipFile, tarEntries } from "./unbox.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -95,18 +95,7 @@ export function parseManifest(text: string): Manifest {
   return m as Manifest;
 }
 
-const PLAIN_HTTP_RANGES = (() => {
-  const l = new BlockList();
-  for (const [net, bits] of [
-    ["127.0.0.0", 8],
-    ["10.0.0.0", 8],
-    ["172.16.0.0", 12],
-    ["192.168.0.0", 16],
-  ] as const)
-    l.addSubnet(net, bits, "ipv4");
-  l.addAddress("::1", "ipv6");
-  return l;
-})();
+const PLAIN_HTTP_RANGES = rangeList(["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128"]);
 
 /**
  * go-containerregistry's Registry.Scheme (what Istio's fetcher uses): the registries that may be

@@ -6,8 +6,9 @@
 // unspecified, private, loopback or link-local IP literal in any spelling (0.0.0.0, IPv4-mapped
 // IPv6 such as [::ffff:127.0.0.1], which the URL parser rewrites to [::ffff:7f00:1]).
 
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
 import { DEFAULT_REGISTRY } from "./oci-reference.ts";
+import { rangeList } from "./ssrf.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export class RegistryAuthError extends Error {
@@ -50,26 +51,18 @@ export function credentialsFor(pullSecret: Uint8Array | undefined, registry: str
   return { kind: "anonymous" };
 }
 
-const LOCAL_RANGES = (() => {
-  const l = new BlockList();
-  for (const [net, bits] of [
-    ["0.0.0.0", 8],
-    ["10.0.0.0", 8],
-    ["127.0.0.0", 8],
-    ["169.254.0.0", 16],
-    ["172.16.0.0", 12],
-    ["192.168.0.0", 16],
-  ] as const)
-    l.addSubnet(net, bits, "ipv4");
-  for (const [net, bits] of [
-    ["::", 128],
-    ["::1", 128],
-    ["fc00::", 7],
-    ["fe80::", 10],
-  ] as const)
-    l.addSubnet(net, bits, "ipv6");
-  return l;
-})();
+const LOCAL_RANGES = rangeList([
+  "0.0.0.0/8",
+  "10.0.0.0/8",
+  "127.0.0.0/8",
+  "169.254.0.0/16",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "::/128",
+  "::1/128",
+  "fc00::/7",
+  "fe80::/10",
+]);
 
 /** The IPv4 address an IPv4-mapped or -compatible IPv6 address carries, in either spelling (::ffff:7f00:1, ::ffff:127.0.0.1). */
 function embeddedIpv4(ip6: string): string | undefined {

@@ -17,9 +17,8 @@ import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { createWasmConversion } from "../../src/wasm/index.ts";
 import type { Lookup } from "../../src/wasm/ssrf.ts";
-import type { GetOptions } from "../../src/wasm/types.ts";
 import { testRequiring } from "../support/requires.ts";
-import { wasmModule } from "./support.ts";
+import { getOptions, wasmModule } from "./support.ts";
 
 const MiB = 1024 * 1024;
 const cleanups: (() => void)[] = [];
@@ -58,14 +57,7 @@ function conversion(dir: string, o: { maxBinaryBytes?: number; insecure?: string
   return { w, lines, registry };
 }
 
-const opts = (o: Partial<GetOptions> = {}): GetOptions => ({
-  checksum: "",
-  resourceName: "ns.plugin",
-  resourceVersion: "1",
-  requestTimeoutMs: 10_000,
-  pullPolicy: "Unspecified",
-  ...o,
-});
+const opts = getOptions;
 
 const digest = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
 
