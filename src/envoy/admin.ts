@@ -1,9 +1,15 @@
 // The few Envoy admin API calls the agent makes (Istio: pkg/envoy/admin.go and agent.go):
 // POST /drain_listeners, GET /stats?usedonly&filter=..., GET /ready. Behind an interface so the
 // supervisor can be tested with a real fake Envoy or an in-memory stand-in.
+//
+// These calls go over their own loopback socket (one HTTP/1.1 request per connection), never
+// through fetch(): Bun's fetch() shares one connection pool per process, so downloads that hang
+// (Wasm modules from a slow registry) could otherwise hold every slot and starve the drain on
+// SIGTERM and the readiness probe. A raw client costs less memory than node:http (docs/wasm.md).
 
 import { drainListenersPath } from "./drainplan.ts";
 import { EnvoyError } from "./errors.ts";
+import { localRequest } from "../cli/localhttp.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export interface EnvoyAdmin {
@@ -15,9 +21,35 @@ export interface EnvoyAdmin {
   ready(timeoutMs: number): Promise<{ status: number; body: string }>;
 }
 
+/** The largest admin answer read (stats text of a big mesh is a few MiB). */
+export const MAX_ADMIN_RESPONSE_BYTES = 16 * 1024 * 1024;
+
 /** `http://127.0.0.1:15000` or `http://[::1]:15000`. */
 export function adminBaseUrl(host: string, port: number): string {
   return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * One request to a loopback admin URL on a connection of its own (not fetch()'s shared pool).
+ * Errors name the method and URL; a timeout says `timed out after N ms`.
+ */
+export async function adminRequest(method: string, url: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+  const u = new URL(url);
+  try {
+    const res = await localRequest({
+      host: u.hostname.replace(/^\[|\]$/g, ""),
+      port: Number(u.port || 80),
+      method,
+      path: `${u.pathname}${u.search}`.replace(/^\//, ""),
+      body: "",
+      timeoutMs,
+      maxBytes: MAX_ADMIN_RESPONSE_BYTES,
+    });
+    return { status: res.status, body: res.body.toString("utf8") };
+  } catch (e) {
+    const why = /timed out/.test(errorMessage(e)) ? `timed out after ${timeoutMs}ms` : errorMessage(e);
+    throw new Error(`${method} ${url}: ${why}`, { cause: e });
+  }
 }
 
 export class HttpEnvoyAdmin implements EnvoyAdmin {
@@ -40,25 +72,22 @@ export class HttpEnvoyAdmin implements EnvoyAdmin {
   }
 
   async ready(timeoutMs: number): Promise<{ status: number; body: string }> {
-    const url = `${this.base}/ready`;
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-      return { status: res.status, body: await res.text() };
+      return await adminRequest("GET", `${this.base}/ready`, timeoutMs);
     } catch (err) {
-      throw new EnvoyError(`GET ${url}: ${errorMessage(err)}`, "ready", { cause: err });
+      throw new EnvoyError(errorMessage(err), "ready", { cause: err });
     }
   }
 
   private async call(method: string, path: string, timeoutMs: number, op: string): Promise<string> {
     const url = `${this.base}${path}`;
-    let res: Response;
+    let res: { status: number; body: string };
     try {
-      res = await fetch(url, { method, signal: AbortSignal.timeout(timeoutMs) });
+      res = await adminRequest(method, url, timeoutMs);
     } catch (err) {
-      throw new EnvoyError(`${method} ${url}: ${errorMessage(err)}`, op, { cause: err });
+      throw new EnvoyError(errorMessage(err), op, { cause: err });
     }
-    const body = await res.text().catch(() => "");
-    if (res.status >= 400) throw new EnvoyError(`${method} ${url}: HTTP ${res.status} ${body.trim().slice(0, 200)}`, op);
-    return body;
+    if (res.status >= 400) throw new EnvoyError(`${method} ${url}: HTTP ${res.status} ${res.body.trim().slice(0, 200)}`, op);
+    return res.body;
   }
 }

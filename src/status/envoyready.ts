@@ -8,6 +8,7 @@
 
 import { errorMessage } from "../lib/errors.ts";
 import { joinHostPort } from "./loopback.ts";
+import { adminRequest } from "../envoy/admin.ts";
 
 export const UPDATE_STATS_FILTER = String.raw`^(cluster_manager\.cds|listener_manager\.lds)\.(update_success|update_rejected)$`;
 export const READY_STATS_FILTER = String.raw`^(server\.state|listener_manager\.workers_started)`;
@@ -80,18 +81,14 @@ export function serverStateError(text: string): string | undefined {
 
 export type HttpGetText = (url: string, timeoutMs: number) => Promise<string>;
 
-/** GET returning the body of a 200 answer; anything else is an error naming the URL. */
+/**
+ * GET returning the body of a 200 answer; anything else is an error naming the URL. Over a
+ * socket of its own (src/envoy/admin.ts), so downloads holding fetch()'s pool cannot starve it.
+ */
 export const fetchText: HttpGetText = async (url, timeoutMs) => {
-  let res: Response;
-  try {
-    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), redirect: "manual" });
-  } catch (e) {
-    const why = (e as Error)?.name === "TimeoutError" ? `timed out after ${timeoutMs}ms` : errorMessage(e);
-    throw new Error(`GET ${url}: ${why}`);
-  }
-  const body = await res.text();
-  if (res.status !== 200) throw new Error(`GET ${url}: HTTP ${res.status}: ${body.trim().slice(0, 200)}`);
-  return body;
+  const res = await adminRequest("GET", url, timeoutMs);
+  if (res.status !== 200) throw new Error(`GET ${url}: HTTP ${res.status}: ${res.body.trim().slice(0, 200)}`);
+  return res.body;
 };
 
 export interface EnvoyReadinessOptions {

@@ -5,16 +5,25 @@
 // does. Entries untouched for WASM_MODULE_EXPIRY are removed by purge() (run every
 // WASM_PURGE_INTERVAL) — except a module some resource's latest config points Envoy at, which is
 // never deleted under it. Concurrent requests for the same module share one download.
+//
+// Downloads run in at most `maxConcurrentDownloads` slots (slots.ts) and write to scratch files in
+// the cache directory (spool.ts), never holding a module in memory; a download's scratch files are
+// removed when it ends, however it ends, and purge() (and the first use of the cache) sweeps temp
+// files a crashed run left. A file-system failure names the file and what to do.
 
 import { createHash } from "node:crypto";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import type { Clock } from "./clock.ts";
+import type { GcMeter } from "./gcmeter.ts";
 import type { HttpFetcher } from "./http-fetcher.ts";
 import type { FetchResult, WasmMetrics } from "./metrics.ts";
 import type { OciFetcher } from "./oci.ts";
 import { parseImageReference } from "./oci-reference.ts";
+import { redactUrl } from "./redact.ts";
+import { DownloadSlots } from "./slots.ts";
+import { Scratch, TMP_MARKER, diskError, readHead, sha256File } from "./spool.ts";
 import type { GetOptions, ModuleSource, PullPolicy } from "./types.ts";
 import { isValidWasmBinary } from "./unbox.ts";
 import { errorMessage } from "../lib/errors.ts";
@@ -29,6 +38,8 @@ export interface CacheOptions {
   moduleExpiryMs: number;
   /** WASM_INSECURE_REGISTRIES: hosts (host[:port]) whose TLS is not verified; "*" = all. */
   insecureRegistries: ReadonlySet<string>;
+  /** Downloads running at once; the others wait for a slot within their own deadline. */
+  maxConcurrentDownloads: number;
 }
 
 export interface CacheDeps {
@@ -37,6 +48,8 @@ export interface CacheDeps {
   metrics: WasmMetrics;
   log: Logger;
   clock: Clock;
+  /** Asks for a garbage collection every so many bytes streamed (gcmeter.ts). */
+  meter?: GcMeter;
 }
 
 interface Entry {
@@ -86,11 +99,17 @@ export class ModuleCache implements ModuleSource {
   private readonly inflight = new Map<string, Promise<Entry>>();
   /** resource name -> the module file its latest converted config uses. */
   private readonly inUse = new Map<string, string>();
+  private readonly slots: DownloadSlots;
+  private readonly scratches = new Set<Scratch>();
+  private downloads = 0;
+  private swept: Promise<void> | undefined;
 
   constructor(
     private readonly o: CacheOptions,
     private readonly d: CacheDeps,
-  ) {}
+  ) {
+    this.slots = new DownloadSlots(Math.max(1, o.maxConcurrentDownloads));
+  }
 
   get size(): number {
     return this.modules.size;
@@ -117,7 +136,7 @@ export class ModuleCache implements ModuleSource {
     try {
       u = new URL(key.url);
     } catch {
-      throw new WasmCacheError(`fail to parse Wasm module fetch url: ${key.url}`);
+      throw new WasmCacheError(`fail to parse Wasm module fetch url: ${redactUrl(key.url)}`);
     }
     const found = this.getEntry(key, shouldIgnoreResourceVersion(opts.pullPolicy, u));
     if (found.entry) return found.entry;
@@ -129,7 +148,7 @@ export class ModuleCache implements ModuleSource {
       this.updateChecksum({ ...key, checksum: checksumOfPath(e.modulePath) });
       return e;
     }
-    const p = this.fetch(key, opts, u);
+    const p = this.download(key, opts, u);
     this.inflight.set(flightKey, p);
     try {
       return await p;
@@ -143,21 +162,43 @@ export class ModuleCache implements ModuleSource {
     throw new WasmCacheError(message);
   }
 
-  private async fetch(key: Key, opts: GetOptions, u: URL): Promise<Entry> {
-    const insecure = this.allowInsecure(u.host);
+  /** One download in a slot, with its own scratch files, removed at the end whatever happens. */
+  private async download(key: Key, opts: GetOptions, u: URL): Promise<Entry> {
     const signal = AbortSignal.timeout(Math.max(1, opts.requestTimeoutMs));
-    let bytes: Uint8Array | undefined;
-    let fetchBinary: (() => Promise<Uint8Array>) | undefined;
+    this.swept ??= this.sweep();
+    await this.swept;
+    return this.slots.run(signal, async () => {
+      const scratch = new Scratch(this.o.dir, `download-${++this.downloads}`, this.d.meter);
+      this.scratches.add(scratch);
+      try {
+        return await this.fetch(key, opts, u, signal, scratch);
+      } finally {
+        await scratch.cleanup();
+        this.scratches.delete(scratch);
+      }
+    });
+  }
+
+  private async fetch(key: Key, opts: GetOptions, u: URL, signal: AbortSignal, scratch: Scratch): Promise<Entry> {
+    const insecure = this.allowInsecure(u.host);
+    const shown = redactUrl(key.url);
+    let path: string | undefined;
+    let fetchBinary: ((s: Scratch) => Promise<string>) | undefined;
     let digest: string;
+    try {
+      await mkdir(this.o.dir, { recursive: true, mode: 0o755 });
+    } catch (e) {
+      this.failed("download_failure", diskError(this.o.dir, e).message);
+    }
     switch (u.protocol) {
       case "http:":
       case "https:":
         try {
-          bytes = await this.d.http.fetch(key.url, insecure, signal);
+          path = await this.d.http.fetch(key.url, insecure, signal, scratch);
+          digest = scratch.digestOf(path) ?? (await sha256File(path));
         } catch (e) {
           this.failed("download_failure", errorMessage(e));
         }
-        digest = sha256Hex(bytes!);
         break;
       case "oci:":
         try {
@@ -176,19 +217,26 @@ export class ModuleCache implements ModuleSource {
       const again = this.getEntry(key, true);
       if (again.entry) return again.entry;
     } else if (digest! !== key.checksum) {
-      this.failed("checksum_mismatched", `module downloaded from ${key.url} has checksum ${digest!}, which does not match: ${key.checksum}`);
+      this.failed("checksum_mismatched", `module downloaded from ${shown} has checksum ${digest!}, which does not match: ${key.checksum}`);
     }
     if (fetchBinary) {
       try {
-        bytes = await fetchBinary();
+        path = await fetchBinary(scratch);
       } catch (e) {
         this.failed("download_failure", `could not fetch Wasm binary: ${errorMessage(e)}`);
       }
     }
-    if (!isValidWasmBinary(bytes!)) this.failed("fetch_failure", `fetched Wasm binary from ${key.url} is invalid`);
-    this.d.metrics.remoteFetches.inc({ result: "success" });
+    if (!isValidWasmBinary(await readHead(path!, 8))) this.failed("fetch_failure", `fetched Wasm binary from ${shown} is invalid`);
     key.checksum = digest!;
-    return this.addEntry(key, bytes!);
+    let e: Entry;
+    try {
+      e = await this.addEntry(key, path!, scratch);
+    } catch (err) {
+      this.failed("download_failure", `could not store Wasm module ${shown}: ${errorMessage(err)}`);
+    }
+    // Counted once the module is in the cache, as Istio does.
+    this.d.metrics.remoteFetches.inc({ result: "success" });
+    return e;
   }
 
   /** cache.go updateChecksum: remember the checksum of tagged OCI and http(s) URLs. */
@@ -206,7 +254,7 @@ export class ModuleCache implements ModuleSource {
     return need;
   }
 
-  private async addEntry(key: Key, module: Uint8Array): Promise<Entry> {
+  private async addEntry(key: Key, file: string, scratch: Scratch): Promise<Entry> {
     const mk = moduleKey(key.name, key.checksum);
     const existing = this.modules.get(mk);
     const need = this.updateChecksum(key);
@@ -217,11 +265,18 @@ export class ModuleCache implements ModuleSource {
     }
     const dir = join(this.o.dir, sha256Hex(new TextEncoder().encode(key.name)));
     const modulePath = join(dir, `${key.checksum}.wasm`);
-    await mkdir(dir, { recursive: true, mode: 0o755 });
-    // Written beside and renamed: Envoy never sees half a module.
-    const tmp = `${modulePath}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
-    await writeFile(tmp, module, { mode: 0o644 });
-    await rename(tmp, modulePath);
+    // Written in full as a scratch file beside, then renamed: Envoy never sees half a module.
+    try {
+      await mkdir(dir, { recursive: true, mode: 0o755 });
+    } catch (e) {
+      throw diskError(dir, e);
+    }
+    try {
+      await rename(file, modulePath);
+    } catch (e) {
+      throw diskError(modulePath, e);
+    }
+    scratch.release(file);
     const raced = this.modules.get(mk);
     if (raced) return raced;
     const e: Entry = { modulePath, last: this.d.clock.now(), referencingUrls: new Set(need ? [key.url] : []) };
@@ -259,8 +314,37 @@ export class ModuleCache implements ModuleSource {
     }
   }
 
-  /** Remove modules not touched for the expiry, keeping any module a resource's latest config uses. */
+  /**
+   * Remove temp files (`*.wasm.tmp-*`) no running download owns: what a failed write or a crash
+   * left in the directory or a module's subdirectory. Failures are logged, never thrown.
+   */
+  async sweep(): Promise<void> {
+    const owned = (p: string) => [...this.scratches].some((s) => s.owns(p));
+    const visit = async (dir: string, depth: number): Promise<void> => {
+      let names: import("node:fs").Dirent[];
+      try {
+        names = await readdir(dir, { withFileTypes: true });
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") this.d.log.warn(`cannot list the Wasm cache directory ${dir}: ${errorMessage(e)}`);
+        return;
+      }
+      for (const d of names) {
+        const p = join(dir, d.name);
+        if (d.isDirectory() && depth === 0) await visit(p, 1);
+        else if (d.isFile() && d.name.includes(TMP_MARKER) && !owned(p)) {
+          await rm(p, { force: true }).then(
+            () => this.d.log.debug(`removed leftover Wasm temp file ${p}`, ids({ path: p })),
+            (e: unknown) => this.d.log.warn(`cannot remove leftover Wasm temp file ${p}: ${errorMessage(e)}`, ids({ path: p })),
+          );
+        }
+      }
+    };
+    await visit(this.o.dir, 0);
+  }
+
+  /** Remove modules not touched for the expiry, keeping any module a resource's latest config uses; then sweep temp files. */
   async purge(): Promise<void> {
+    await this.sweep();
     const now = this.d.clock.now();
     const used = new Set(this.inUse.values());
     for (const [k, m] of [...this.modules]) {

@@ -12,6 +12,7 @@ import type { Clock } from "./clock.ts";
 import { defaultFilterResource, type FilterKind } from "./fallback.ts";
 import type { ConversionResult, WasmMetrics } from "./metrics.ts";
 import type { WasmSchema } from "./schema.ts";
+import { redactUrl } from "./redact.ts";
 import { structToJson } from "./struct.ts";
 import {
   DEFAULT_FETCH_TIMEOUT_MS,
@@ -197,6 +198,7 @@ export class WasmConverter {
     }
     const httpUri = readMessage(httpUriBytes, "http_uri");
     const uri = stringField(httpUri, F.httpUri.uri) ?? "";
+    const shown = redactUrl(uri);
     let checksum = stringField(remote, F.remoteDataSource.sha256) ?? "";
     if (checksum === "nil") checksum = ""; // istiod's "not set" marker
     const timeoutBytes = messageField(httpUri, F.httpUri.timeout);
@@ -207,7 +209,7 @@ export class WasmConverter {
       path = await this.d.cache.get(uri, { checksum, resourceName: w.name, resourceVersion, requestTimeoutMs, pullSecret, pullPolicy });
     } catch (e) {
       status.result = "fetch_failure";
-      throw new WasmConversionError(`cannot fetch Wasm module ${uri}: ${errorMessage(e)}`, { cause: e });
+      throw new WasmConversionError(`cannot fetch Wasm module ${shown}: ${errorMessage(e)}`, { cause: e });
     }
 
     const localCode = encodeFields([lenField(F.asyncDataSource.local, encodeFields([lenField(F.dataSource.filename, path)]))]);
@@ -222,7 +224,7 @@ export class WasmConverter {
     const typeUrl = w.kind === "http" ? WASM_HTTP_FILTER_TYPE : WASM_NETWORK_FILTER_TYPE;
     const tc = encodeFields([lenField(F.any.typeUrl, typeUrl), lenField(F.any.value, encodeFields(newWasm))]);
     const ec = replaceField(w.ecFields, F.extensionConfig.typedConfig, lenField(F.extensionConfig.typedConfig, tc));
-    this.d.log.info(`converted Wasm module ${uri} of ${w.name} to local file ${path}`, ids({ path }));
+    this.d.log.info(`converted Wasm module ${shown} of ${w.name} to local file ${path}`, ids({ path }));
     return encodeFields([lenField(F.any.typeUrl, EXTENSION_CONFIG_TYPE), lenField(F.any.value, encodeFields(ec))]);
   }
 }

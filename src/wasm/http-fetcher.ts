@@ -3,12 +3,15 @@
 // from 500 ms on connection errors and retryable 5xx answers, the whole download bounded by the
 // caller's deadline. Redirects are followed here, hop by hop, so that every hop's host goes
 // through the AddressGuard after resolution; a plain-HTTP hop is dialled at the address that was
-// checked. The body is capped at ISTIO_WASM_MAX_BINARY_SIZE_BYTES; gzip/tar wrappers are removed.
+// checked. The body goes to a scratch file as it arrives, capped at ISTIO_WASM_MAX_BINARY_SIZE_BYTES;
+// gzip/tar wrappers are removed file to file (unbox.ts). URLs in errors have credentials redacted.
 
 import type { Logger } from "../lib/log.ts";
 import { systemClock } from "../lib/clock.ts";
+import { redactUrl } from "./redact.ts";
+import { WasmDiskError, WasmLimitError, bodyChunks, spool, type ByteLimit, type Scratch } from "./spool.ts";
 import type { AddressGuard } from "./ssrf.ts";
-import { unboxIfPossible } from "./unbox.ts";
+import { unboxFile } from "./unbox.ts";
 
 export class WasmFetchError extends Error {
   override name = "WasmFetchError";
@@ -34,27 +37,19 @@ export function retryable(code: number): boolean {
   return code >= 500 && code !== 501 && code !== 505 && code !== 511;
 }
 
-/** Read a response body, refusing more than `max` bytes. */
-export async function readCapped(res: Response, max: number, what: string): Promise<Uint8Array> {
+/** Read a small response body (manifest, token) into memory, refusing more than `limit.max` bytes. */
+export async function readCapped(res: Response, limit: ByteLimit, what: string): Promise<Uint8Array> {
   const declared = Number(res.headers.get("content-length") ?? "NaN");
-  if (declared > max) {
+  if (declared > limit.max) {
     await res.body?.cancel().catch(() => {});
-    throw new WasmFetchError(`${what} is ${declared} bytes, over the limit of ${max} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
+    throw new WasmLimitError(`${what} is ${declared} bytes, over the limit of ${limit.max} bytes (${limit.why})`);
   }
   const chunks: Uint8Array[] = [];
   let total = 0;
-  if (res.body) {
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.length;
-      if (total > max) {
-        await reader.cancel().catch(() => {});
-        throw new WasmFetchError(`${what} exceeds the limit of ${max} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
-      }
-      chunks.push(value);
-    }
+  for await (const value of bodyChunks(res)) {
+    total += value.length;
+    if (total > limit.max) throw new WasmLimitError(`${what} exceeds the limit of ${limit.max} bytes (${limit.why})`);
+    chunks.push(value);
   }
   const out = new Uint8Array(total);
   let o = 0;
@@ -77,7 +72,7 @@ export async function guardedGet(
   const origin = current.origin;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (current.protocol !== "http:" && current.protocol !== "https:")
-      throw new WasmFetchError(`refusing to fetch ${current.href}: scheme ${current.protocol} is not http or https`);
+      throw new WasmFetchError(`refusing to fetch ${redactUrl(current.href)}: scheme ${current.protocol} is not http or https`);
     const ip = await o.guard.resolve(current.hostname);
     let target = current.href;
     const headers: Record<string, string> = current.origin === origin ? { ...o.headers } : {};
@@ -101,14 +96,16 @@ export async function guardedGet(
     }
     return res;
   }
-  throw new WasmFetchError(`more than ${MAX_REDIRECTS} redirects fetching ${url}`);
+  throw new WasmFetchError(`more than ${MAX_REDIRECTS} redirects fetching ${redactUrl(url)}`);
 }
 
 export class HttpFetcher {
   constructor(private readonly o: HttpFetcherOptions) {}
 
-  /** Download `url`; `signal` is the whole download's deadline. */
-  async fetch(url: string, insecure: boolean, signal: AbortSignal): Promise<Uint8Array> {
+  /** Download `url` into a scratch file, unwrapped; its path. `signal` is the whole download's deadline. */
+  async fetch(url: string, insecure: boolean, signal: AbortSignal, scratch: Scratch): Promise<string> {
+    const shown = redactUrl(url);
+    const limit: ByteLimit = { max: this.o.maxBytes, why: "ISTIO_WASM_MAX_BINARY_SIZE_BYTES" };
     const sleep = this.o.sleep ?? ((ms: number, sig: AbortSignal) => systemClock.sleep(ms, sig).then(() => undefined));
     let backoff = this.o.initialBackoffMs ?? 500;
     let attempts = 0;
@@ -116,7 +113,7 @@ export class HttpFetcher {
     while (attempts < Math.max(1, this.o.maxAttempts)) {
       attempts++;
       if (signal.aborted) {
-        lastError = `GET ${JSON.stringify(url)}: deadline exceeded`;
+        lastError = `GET ${JSON.stringify(shown)}: deadline exceeded`;
         break;
       }
       const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(this.o.requestTimeoutMs)]);
@@ -126,7 +123,7 @@ export class HttpFetcher {
       } catch (e) {
         const err = e as Error;
         if (err.name === "BlockedAddressError" || err instanceof WasmFetchError) throw new WasmFetchError(`wasm module download failed: ${err.message}`);
-        lastError = attemptSignal.aborted && !signal.aborted ? `request timed out after ${this.o.requestTimeoutMs} ms` : err.message;
+        lastError = attemptSignal.aborted && !signal.aborted ? `request timed out after ${this.o.requestTimeoutMs} ms` : err.message.replaceAll(url, shown);
         this.o.log.debug(`wasm module download request failed: ${lastError}`);
         if (signal.aborted) break;
         await sleep(backoff, signal);
@@ -134,8 +131,25 @@ export class HttpFetcher {
         continue;
       }
       if (res.status === 200) {
-        const body = await readCapped(res, this.o.maxBytes, `Wasm module ${url}`);
-        return unboxIfPossible(body, this.o.maxBytes);
+        const declared = Number(res.headers.get("content-length") ?? "NaN");
+        if (declared > limit.max) {
+          await res.body?.cancel().catch(() => {});
+          throw new WasmLimitError(`Wasm module ${shown} is ${declared} bytes, over the limit of ${limit.max} bytes (${limit.why})`);
+        }
+        const raw = scratch.file();
+        try {
+          await spool(bodyChunks(res), raw, limit, `Wasm module ${shown}`, scratch);
+        } catch (e) {
+          if (e instanceof WasmLimitError || e instanceof WasmDiskError) throw e;
+          if (signal.aborted) throw new WasmFetchError(`GET ${JSON.stringify(shown)}: deadline exceeded while reading the body`, { cause: e });
+          if (attemptSignal.aborted)
+            throw new WasmFetchError(
+              `GET ${JSON.stringify(shown)}: reading the body took longer than WASM_HTTP_REQUEST_TIMEOUT (${this.o.requestTimeoutMs} ms)`,
+              { cause: e },
+            );
+          throw new WasmFetchError(`GET ${JSON.stringify(shown)}: reading the body failed: ${(e as Error).message}`, { cause: e });
+        }
+        return unboxFile(raw, scratch, limit, `Wasm module ${shown}`);
       }
       await res.body?.cancel().catch(() => {});
       lastError = `wasm module download request failed: status code ${res.status}`;

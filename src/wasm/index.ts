@@ -10,6 +10,7 @@ import type { Registry } from "../lib/metrics.ts";
 import { ModuleCache } from "./cache.ts";
 import type { Clock } from "./clock.ts";
 import { WasmConverter } from "./convert.ts";
+import { GcMeter } from "./gcmeter.ts";
 import { EcdsWasmHook } from "./ecds.ts";
 import { HttpFetcher } from "./http-fetcher.ts";
 import { wasmMetrics } from "./metrics.ts";
@@ -34,6 +35,8 @@ export interface WasmDeps {
   registry: Registry;
   clock: Clock;
   lookup?: Lookup;
+  /** A synchronous garbage collection; Bun's by default. */
+  collectGarbage?: () => void;
 }
 
 export interface WasmConversion {
@@ -50,6 +53,16 @@ const DEFAULTS = {
   httpRequestMaxRetries: 5,
   maxBinaryBytes: 268_435_456,
 };
+
+/**
+ * Wasm downloads running at once. Each holds one connection of fetch()'s per-process pool, a few
+ * 16 KiB chunks (and zlib's window) in memory, and at most two scratch files of up to
+ * ISTIO_WASM_MAX_BINARY_SIZE_BYTES on disk; further downloads queue within their own deadline.
+ */
+export const MAX_CONCURRENT_DOWNLOADS = 4;
+
+/** Bytes streamed by all Wasm downloads between two requested garbage collections (gcmeter.ts). */
+export const GC_EVERY_BYTES = 8 * 1024 * 1024;
 
 const systemLookup: Lookup = async (host) => lookup(host, { all: true, verbatim: true });
 
@@ -79,13 +92,14 @@ export function createWasmConversion(s: WasmSettings, deps: WasmDeps): WasmConve
       .filter(Boolean),
   );
   const cache = new ModuleCache(
-    { dir: s.dir, moduleExpiryMs: expiry, insecureRegistries: insecure },
+    { dir: s.dir, moduleExpiryMs: expiry, insecureRegistries: insecure, maxConcurrentDownloads: MAX_CONCURRENT_DOWNLOADS },
     {
       http: new HttpFetcher({ requestTimeoutMs: timeout, maxAttempts: retries, maxBytes, guard, log }),
       oci: new OciFetcher({ guard, maxBytes, log }),
       metrics,
       log,
       clock: deps.clock,
+      meter: new GcMeter(GC_EVERY_BYTES, deps.collectGarbage ?? (() => Bun.gc(true))),
     },
   );
   const converter = new WasmConverter({ cache, schema: new WasmSchema(), metrics, log, clock: deps.clock });

@@ -3,17 +3,23 @@
 // found without downloading layers — then, only if needed, the layer with the binary, in one of
 // the layouts Istio reads: the compat image (last layer a Docker or OCI tar+gzip holding
 // plugin.wasm) or Solo's Wasm artifact (two layers, one
-// application/vnd.module.wasm.content.layer.v1+wasm). HTTPS first, plain HTTP when the registry
-// answers in plain HTTP; WASM_INSECURE_REGISTRIES skips certificate checks. Anonymous, Basic and
-// Bearer-token auth; every host dialled goes through the AddressGuard.
+// application/vnd.module.wasm.content.layer.v1+wasm). HTTPS first; plain HTTP only when the
+// registry answers in plain HTTP AND is insecure (WASM_INSECURE_REGISTRIES, which also skips
+// certificate checks), localhost, or a loopback or private-range IP literal (as
+// go-containerregistry's Registry.Scheme): a public name never downgrades. Anonymous, Basic and
+// Bearer-token auth; every host dialled goes through the AddressGuard. A layer is streamed to a
+// scratch file, held to its descriptor's size and digest; manifests are checked for shape before
+// use, so a malformed one is reported as what it is.
 
 import { createHash } from "node:crypto";
+import { isIP } from "node:net";
 import type { Logger } from "../lib/log.ts";
 import { WasmFetchError, guardedGet, readCapped } from "./http-fetcher.ts";
 import { parseImageReference, type ImageReference } from "./oci-reference.ts";
 import { RegistryAuthError, credentialsFor, parseChallenge, validateAllRealms, type Credentials } from "./registry-auth.ts";
-import type { AddressGuard } from "./ssrf.ts";
-import { gunzipCapped, tarEntries } from "./unbox.ts";
+import { bodyChunks, spool, type ByteLimit, type Scratch } from "./spool.ts";
+import { rangeList, type AddressGuard } from "./ssrf.ts";
+import { copyRange, gunzipFile, tarEntries } from "./unbox.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export const MEDIA = {
@@ -27,7 +33,8 @@ export const MEDIA = {
 } as const;
 
 const ACCEPT = [MEDIA.ociManifest, MEDIA.dockerManifest, MEDIA.ociIndex, MEDIA.dockerList].join(", ");
-const MAX_MANIFEST_BYTES = 4 << 20;
+const MANIFEST_LIMIT: ByteLimit = { max: 4 << 20, why: "the agent's fixed limit for image manifests" };
+const TOKEN_LIMIT: ByteLimit = { max: 1 << 20, why: "the agent's fixed limit for registry token responses" };
 const PLUGIN_FILE = "plugin.wasm";
 
 export interface PrepareOptions {
@@ -39,7 +46,8 @@ export interface PrepareOptions {
 export interface PreparedFetch {
   /** Hex sha256 of the image manifest. */
   digest: string;
-  fetchBinary(): Promise<Uint8Array>;
+  /** Download the module into a scratch file; its path. */
+  fetchBinary(scratch: Scratch): Promise<string>;
 }
 
 interface Descriptor {
@@ -57,6 +65,48 @@ interface Manifest {
 
 export class OciError extends Error {
   override name = "OciError";
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function descriptor(v: unknown, where: string): Descriptor {
+  if (!isObject(v)) throw new OciError(`${where} is not an object`);
+  for (const k of ["mediaType", "digest"] as const) if (v[k] !== undefined && typeof v[k] !== "string") throw new OciError(`${where}.${k} is not a string`);
+  if (v.size !== undefined && !(Number.isSafeInteger(v.size) && (v.size as number) >= 0)) throw new OciError(`${where}.size is not a byte count`);
+  if (v.platform !== undefined && !isObject(v.platform)) throw new OciError(`${where}.platform is not an object`);
+  return v as Descriptor;
+}
+
+/** The manifest or index JSON, checked for the shape this code reads; errors name the bad field. */
+export function parseManifest(text: string): Manifest {
+  let m: unknown;
+  try {
+    m = JSON.parse(text);
+  } catch (e) {
+    throw new OciError(`not JSON: ${errorMessage(e)}`, { cause: e });
+  }
+  if (!isObject(m)) throw new OciError("not a JSON object");
+  if (m.mediaType !== undefined && typeof m.mediaType !== "string") throw new OciError("mediaType is not a string");
+  for (const k of ["layers", "manifests"] as const) {
+    if (m[k] === undefined || m[k] === null) continue;
+    if (!Array.isArray(m[k])) throw new OciError(`${k} is not a list`);
+    (m[k] as unknown[]).forEach((d, i) => descriptor(d, `${k}[${i}]`));
+  }
+  return m as Manifest;
+}
+
+const PLAIN_HTTP_RANGES = rangeList(["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128"]);
+
+/**
+ * go-containerregistry's Registry.Scheme (what Istio's fetcher uses): the registries that may be
+ * spoken to in plain HTTP are the insecure ones, localhost, loopback and RFC 1918 IP literals.
+ */
+export function mayUsePlainHttp(registry: string, insecure: boolean): boolean {
+  if (insecure) return true;
+  const host = registry.replace(/:\d+$/, "").replace(/^\[|\]$/g, "");
+  if (host === "localhost") return true;
+  const family = isIP(host);
+  return family !== 0 && PLAIN_HTTP_RANGES.check(host, family === 4 ? "ipv4" : "ipv6");
 }
 
 /** The TLS handshake failed because the other side is not TLS (not a certificate problem). */
@@ -94,8 +144,13 @@ class RegistrySession {
       return r;
     } catch (e) {
       if (!speaksPlainHttp(e as Error) || this.o.signal.aborted) throw e;
+      if (!mayUsePlainHttp(this.ref.registry, this.o.insecure))
+        throw new OciError(
+          `${this.ref.registry} does not speak TLS; plain HTTP is used only for registries listed in WASM_INSECURE_REGISTRIES, localhost, or loopback and RFC 1918 IP addresses (list it there if it is trusted)`,
+          { cause: e },
+        );
     }
-    // go-containerregistry/Istio: a registry that answers TLS with plain HTTP is spoken to in plain HTTP.
+    // go-containerregistry/Istio: an insecure, loopback or private registry that answers TLS with plain HTTP is spoken to in plain HTTP.
     this.base = `http://${this.ref.registry}`;
     this.o.log.info(`fetching image with plain text from ${this.ref.registry}/${this.ref.repository}`);
     return this.getAuthed(`${this.base}${path}`, accept);
@@ -150,8 +205,15 @@ class RegistrySession {
       await res.body?.cancel().catch(() => {});
       throw new OciError(`token endpoint ${u.origin}${u.pathname} answered ${res.status}`);
     }
-    const body = JSON.parse(new TextDecoder().decode(await readCapped(res, 1 << 20, "registry token response"))) as { token?: string; access_token?: string };
-    const token = body.token ?? body.access_token;
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder().decode(await readCapped(res, TOKEN_LIMIT, "registry token response")));
+    } catch (e) {
+      if (!(e instanceof SyntaxError)) throw e;
+      throw new OciError(`token endpoint ${u.origin}${u.pathname} answered something that is not JSON`, { cause: e });
+    }
+    const token = isObject(body) ? (body.token ?? body.access_token) : undefined;
+    if (token !== undefined && typeof token !== "string") throw new OciError(`token endpoint ${u.origin}${u.pathname} returned a token that is not a string`);
     if (!token) throw new OciError(`token endpoint ${u.origin}${u.pathname} returned no token`);
     return `Bearer ${token}`;
   }
@@ -175,7 +237,7 @@ export class OciFetcher {
       if (`sha256:${sha256Hex(bytes)}` !== pick.digest) throw new OciError(`manifest ${pick.digest} does not match its digest`);
     }
     const digest = sha256Hex(bytes);
-    return { digest, fetchBinary: () => this.extract(s, ref, manifest) };
+    return { digest, fetchBinary: (scratch) => this.extract(s, ref, manifest, scratch) };
   }
 
   private async manifest(s: RegistrySession, ref: ImageReference, id: string): Promise<{ manifest: Manifest; bytes: Uint8Array }> {
@@ -184,49 +246,53 @@ export class OciFetcher {
       await res.body?.cancel().catch(() => {});
       throw new OciError(`could not fetch manifest: ${ref.registry}/${ref.repository}:${id} answered ${res.status}`);
     }
-    const bytes = await readCapped(res, MAX_MANIFEST_BYTES, "image manifest");
+    const bytes = await readCapped(res, MANIFEST_LIMIT, `image manifest ${ref.registry}/${ref.repository}:${id}`);
     let manifest: Manifest;
     try {
-      manifest = JSON.parse(new TextDecoder().decode(bytes)) as Manifest;
+      manifest = parseManifest(new TextDecoder().decode(bytes));
     } catch (e) {
-      throw new OciError(`could not fetch manifest: not JSON: ${errorMessage(e)}`, { cause: e });
+      throw new OciError(`image manifest ${ref.registry}/${ref.repository}:${id} is not a valid manifest: ${errorMessage(e)}`, { cause: e });
     }
     manifest.mediaType ??= res.headers.get("content-type")?.split(";")[0];
     return { manifest, bytes };
   }
 
-  private async blob(s: RegistrySession, ref: ImageReference, d: Descriptor): Promise<Uint8Array> {
+  /** The layer streamed into a scratch file, exactly its declared size and digest; its path. */
+  private async blob(s: RegistrySession, ref: ImageReference, d: Descriptor, scratch: Scratch): Promise<string> {
     if (!d.digest || !/^sha256:[a-f0-9]{64}$/.test(d.digest)) throw new OciError(`layer has no sha256 digest`);
-    if ((d.size ?? 0) > this.o.maxBytes)
+    if (d.size === undefined) throw new OciError(`layer ${d.digest} declares no size`);
+    if (d.size > this.o.maxBytes)
       throw new OciError(`layer ${d.digest} of ${d.size} bytes exceeds the limit of ${this.o.maxBytes} bytes (ISTIO_WASM_MAX_BINARY_SIZE_BYTES)`);
     const res = await s.get(`/v2/${ref.repository}/blobs/${d.digest}`);
     if (res.status !== 200) {
       await res.body?.cancel().catch(() => {});
       throw new OciError(`could not get layer content: ${d.digest} answered ${res.status}`);
     }
-    const b = await readCapped(res, this.o.maxBytes, `layer ${d.digest}`);
-    if (`sha256:${sha256Hex(b)}` !== d.digest) throw new OciError(`layer ${d.digest} does not match its digest`);
-    return b;
+    const path = scratch.file();
+    const got = await spool(bodyChunks(res), path, { max: d.size, why: "the size its manifest declares" }, `layer ${d.digest}`, scratch);
+    if (got.size !== d.size) throw new OciError(`layer ${d.digest} is ${got.size} bytes; its manifest declares ${d.size}`);
+    if (`sha256:${got.sha256}` !== d.digest) throw new OciError(`layer ${d.digest} does not match its digest`);
+    return path;
   }
 
-  private async extract(s: RegistrySession, ref: ImageReference, m: Manifest): Promise<Uint8Array> {
+  private async extract(s: RegistrySession, ref: ImageReference, m: Manifest, scratch: Scratch): Promise<string> {
     const layers = m.layers ?? [];
     if (m.mediaType === MEDIA.dockerManifest) {
       try {
-        return await this.compat(s, ref, layers, MEDIA.dockerLayer);
+        return await this.compat(s, ref, layers, MEDIA.dockerLayer, scratch);
       } catch (e) {
         throw new OciError(`could not extract Wasm file from the image as Docker container ${errorMessage(e)}`, { cause: e });
       }
     }
     let errCompat: Error;
     try {
-      return await this.compat(s, ref, layers, MEDIA.ociLayer);
+      return await this.compat(s, ref, layers, MEDIA.ociLayer, scratch);
     } catch (e) {
       errCompat = e as Error;
     }
     let errOci: Error;
     try {
-      return await this.artifact(s, ref, layers);
+      return await this.artifact(s, ref, layers, scratch);
     } catch (e) {
       errOci = e as Error;
     }
@@ -236,32 +302,36 @@ export class OciFetcher {
   }
 
   /** Compat variant: the last layer is a tar+gzip holding plugin.wasm. */
-  private async compat(s: RegistrySession, ref: ImageReference, layers: Descriptor[], want: string): Promise<Uint8Array> {
+  private async compat(s: RegistrySession, ref: ImageReference, layers: Descriptor[], want: string, scratch: Scratch): Promise<string> {
     if (layers.length === 0) throw new OciError("number of layers must be greater than zero");
     const layer = layers[layers.length - 1]!;
     if (layer.mediaType !== want) throw new OciError(`invalid media type ${layer.mediaType} (expect ${want})`);
-    return extractWasmPluginBinary(await this.blob(s, ref, layer), this.o.maxBytes);
+    return extractWasmPluginBinary(await this.blob(s, ref, layer, scratch), scratch, this.o.maxBytes);
   }
 
   /** Solo's Wasm artifact: exactly two layers, one of them the raw binary. */
-  private async artifact(s: RegistrySession, ref: ImageReference, layers: Descriptor[]): Promise<Uint8Array> {
+  private async artifact(s: RegistrySession, ref: ImageReference, layers: Descriptor[], scratch: Scratch): Promise<string> {
     if (layers.length !== 2) throw new OciError(`number of layers must be 2 but got ${layers.length}`);
     const layer = layers.find((l) => l.mediaType === MEDIA.wasmArtifactLayer);
     if (!layer) throw new OciError(`could not find the layer of type ${MEDIA.wasmArtifactLayer}`);
-    return this.blob(s, ref, layer);
+    return this.blob(s, ref, layer, scratch);
   }
 }
 
-/** plugin.wasm from a tar.gz layer (imagefetcher.go extractWasmPluginBinary). */
-export function extractWasmPluginBinary(tgz: Uint8Array, maxBytes: number): Uint8Array {
-  let tar: Uint8Array;
+/** plugin.wasm from a tar.gz layer file (imagefetcher.go extractWasmPluginBinary), into a scratch file; its path. */
+export async function extractWasmPluginBinary(tgz: string, scratch: Scratch, maxBytes: number): Promise<string> {
+  const limit: ByteLimit = { max: maxBytes, why: "ISTIO_WASM_MAX_BINARY_SIZE_BYTES" };
+  const tar = scratch.file();
   try {
-    tar = gunzipCapped(tgz, maxBytes);
+    await gunzipFile(tgz, tar, limit, "image layer");
   } catch (e) {
     throw new OciError(`failed to parse layer as tar.gz: ${errorMessage(e)}`, { cause: e });
   }
-  for (const entry of tarEntries(tar, maxBytes)) {
-    if (entry.name.split("/").pop() === PLUGIN_FILE) return entry.data;
+  for await (const entry of tarEntries(tar, limit)) {
+    if (entry.name.split("/").pop() !== PLUGIN_FILE) continue;
+    const out = scratch.file();
+    await copyRange(tar, entry.offset, entry.size, out, limit, `${PLUGIN_FILE} of the image layer`, scratch);
+    return out;
   }
   throw new OciError(`${PLUGIN_FILE} not found in the archive`);
 }

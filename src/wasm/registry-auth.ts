@@ -2,11 +2,13 @@
 // a docker config JSON ({"auths": {"<registry>": {"auth"|"username"/"password"|...}}}), read as
 // go-containerregistry's keychain reads it (Docker Hub under https://index.docker.io/v1/). Every
 // realm in a 401's WWW-Authenticate is checked before anything follows it (Istio's
-// validateAllRealms): http(s) only, never localhost, metadata.google.internal, or a
-// private/loopback/link-local IP literal.
+// validateAllRealms): http(s) only, never localhost, metadata.google.internal, or an
+// unspecified, private, loopback or link-local IP literal in any spelling (0.0.0.0, IPv4-mapped
+// IPv6 such as [::ffff:127.0.0.1], which the URL parser rewrites to [::ffff:7f00:1]).
 
 import { isIP } from "node:net";
 import { DEFAULT_REGISTRY } from "./oci-reference.ts";
+import { rangeList } from "./ssrf.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export class RegistryAuthError extends Error {
@@ -49,17 +51,42 @@ export function credentialsFor(pullSecret: Uint8Array | undefined, registry: str
   return { kind: "anonymous" };
 }
 
-function isPrivateOrLoopbackOrLinkLocal(ip: string): boolean {
-  if (isIP(ip) === 4) {
-    const [a, b] = ip.split(".").map(Number) as [number, number];
-    return a === 10 || a === 127 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254);
-  }
-  const l = ip.toLowerCase();
-  if (l === "::1") return true;
-  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(l);
-  if (m) return isPrivateOrLoopbackOrLinkLocal(m[1]!);
-  const first = parseInt(l.split(":")[0] || "0", 16);
-  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80;
+const LOCAL_RANGES = rangeList([
+  "0.0.0.0/8",
+  "10.0.0.0/8",
+  "127.0.0.0/8",
+  "169.254.0.0/16",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "::/128",
+  "::1/128",
+  "fc00::/7",
+  "fe80::/10",
+]);
+
+/** The IPv4 address an IPv4-mapped or -compatible IPv6 address carries, in either spelling (::ffff:7f00:1, ::ffff:127.0.0.1). */
+function embeddedIpv4(ip6: string): string | undefined {
+  const l = ip6.toLowerCase();
+  const dotted = /^::(?:ffff:)?(\d+\.\d+\.\d+\.\d+)$/.exec(l);
+  if (dotted) return dotted[1];
+  const hex = /^::(?:ffff:)?([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(l);
+  if (!hex) return undefined;
+  const hi = parseInt(hex[1]!, 16);
+  const lo = parseInt(hex[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+/**
+ * Unspecified, loopback, private (RFC 1918, fc00::/7) or link-local: an address that reaches this
+ * host or its network. IPv4 carried in IPv6 (mapped or compatible, hex or dotted) is judged as IPv4.
+ */
+function isPrivateOrLoopback(ip: string): boolean {
+  const family = isIP(ip);
+  if (family === 4) return LOCAL_RANGES.check(ip, "ipv4");
+  if (family !== 6) return false;
+  const v4 = embeddedIpv4(ip);
+  if (v4 !== undefined && isIP(v4) === 4) return LOCAL_RANGES.check(v4, "ipv4");
+  return LOCAL_RANGES.check(ip, "ipv6");
 }
 
 export function validateRealmUrl(realm: string): void {
@@ -73,8 +100,9 @@ export function validateRealmUrl(realm: string): void {
   const host = u.hostname.replace(/^\[|\]$/g, "");
   if (host === "") throw new RegistryAuthError("realm missing host");
   if (host === "metadata.google.internal") throw new RegistryAuthError("realm targets cloud metadata service");
-  if (host === "localhost") throw new RegistryAuthError("realm targets localhost");
-  if (isIP(host) && isPrivateOrLoopbackOrLinkLocal(host)) throw new RegistryAuthError("realm targets private/loopback/link-local IP");
+  const name = host.toLowerCase().replace(/\.$/, "");
+  if (name === "localhost" || name.endsWith(".localhost")) throw new RegistryAuthError("realm targets localhost");
+  if (isPrivateOrLoopback(host)) throw new RegistryAuthError(`realm targets private/loopback/link-local IP ${host}`);
 }
 
 /** Check every realm="..." in a WWW-Authenticate value; throws on the first unsafe one. */

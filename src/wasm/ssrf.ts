@@ -65,6 +65,16 @@ const ALWAYS = [
   { c: cidr("fd00:ec2::/32"), why: "is a known cloud metadata address" },
 ];
 
+/** One BlockList holding every CIDR of `cidrs` (IPv4 and IPv6 alike); for fixed lists in the code. */
+export function rangeList(cidrs: readonly string[]): BlockList {
+  const l = new BlockList();
+  for (const c of cidrs) {
+    const [addr, bits] = c.split("/") as [string, string];
+    l.addSubnet(addr, Number(bits), isIP(addr) === 6 ? "ipv6" : "ipv4");
+  }
+  return l;
+}
+
 function contains(c: Cidr, ip: string): boolean {
   const family = isIP(ip) === 6 ? "ipv6" : "ipv4";
   return c.list.check(ip, family);

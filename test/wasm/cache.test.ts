@@ -4,13 +4,14 @@
 // concurrent identical requests.
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { silentLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { ModuleCache, moduleNameFromUrl } from "../../src/wasm/cache.ts";
 import { wasmMetrics } from "../../src/wasm/metrics.ts";
+import type { Scratch } from "../../src/wasm/spool.ts";
 import type { GetOptions, PullPolicy } from "../../src/wasm/types.ts";
 import { FakeClock, sha256 } from "./support.ts";
 
@@ -37,15 +38,20 @@ function make(opts: { expiryMs?: number } = {}) {
   const registry = newRegistry();
   const calls = { http: 0, ociManifest: 0, ociBinary: 0 };
   const oci = { digest: DIGEST, binary: ociBinary, fail: "" as string, delayMs: 0 };
+  const toFile = (scratch: Scratch, b: Uint8Array) => {
+    const f = scratch.file();
+    writeFileSync(f, b);
+    return f;
+  };
   const http = {
-    async fetch(url: string) {
+    async fetch(url: string, _insecure: boolean, _signal: AbortSignal, scratch: Scratch) {
       calls.http++;
       const path = new URL(url).pathname;
       if (path === "/fail") throw new Error("wasm module download failed after 1 attempts, last error: status code 500");
-      if (path === "/different-url") return differentData;
-      if (path === "/invalid-wasm-header") return invalidData;
+      if (path === "/different-url") return toFile(scratch, differentData);
+      if (path === "/invalid-wasm-header") return toFile(scratch, invalidData);
       if (path === "/slow") await Bun.sleep(50);
-      return httpData;
+      return toFile(scratch, httpData);
     },
   };
   const ociFetcher = {
@@ -55,11 +61,11 @@ function make(opts: { expiryMs?: number } = {}) {
         await new Promise((r, j) => (setTimeout(r, oci.delayMs), o.signal.addEventListener("abort", () => j(new Error("context deadline exceeded")))));
       if (oci.fail) throw new Error(oci.fail);
       const binary = oci.binary;
-      return { digest: oci.digest, fetchBinary: async () => (calls.ociBinary++, binary) };
+      return { digest: oci.digest, fetchBinary: async (scratch: Scratch) => (calls.ociBinary++, toFile(scratch, binary)) };
     },
   };
   const cache = new ModuleCache(
-    { dir, moduleExpiryMs: opts.expiryMs ?? 24 * HOUR, insecureRegistries: new Set() },
+    { dir, moduleExpiryMs: opts.expiryMs ?? 24 * HOUR, insecureRegistries: new Set(), maxConcurrentDownloads: 4 },
     { http, oci: ociFetcher, metrics: wasmMetrics(registry), log: silentLogger(), clock },
   );
   return { cache, dir, clock, calls, oci, registry };

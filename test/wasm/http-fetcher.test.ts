@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { silentLogger } from "../../src/lib/log.ts";
 import { HttpFetcher } from "../../src/wasm/http-fetcher.ts";
+import { Scratch } from "../../src/wasm/spool.ts";
 import { validateAllRealms } from "../../src/wasm/registry-auth.ts";
 import { AddressGuard, parseBlockedCidrs, type Lookup } from "../../src/wasm/ssrf.ts";
 import { makeTestPki } from "../support/fake-istiod.ts";
@@ -26,8 +27,9 @@ const noLookup: Lookup = async (h) => {
   throw new Error(`unexpected lookup of ${h}`);
 };
 
+/** The fetcher, reading back the file it writes (into a scratch directory removed after each test). */
 function fetcher(o: { maxAttempts?: number; timeoutMs?: number; maxBytes?: number; blocked?: string[]; lookup?: Lookup } = {}) {
-  return new HttpFetcher({
+  const f = new HttpFetcher({
     requestTimeoutMs: o.timeoutMs ?? 15_000,
     maxAttempts: o.maxAttempts ?? 5,
     maxBytes: o.maxBytes ?? 1 << 20,
@@ -35,6 +37,18 @@ function fetcher(o: { maxAttempts?: number; timeoutMs?: number; maxBytes?: numbe
     log: silentLogger(),
     initialBackoffMs: 0.001,
   });
+  const dir = mkdtempSync(join(tmpdir(), "wasm-fetch-"));
+  dirs.push(dir);
+  return {
+    async fetch(url: string, insecure: boolean, signal: AbortSignal): Promise<Uint8Array> {
+      const scratch = new Scratch(dir, "t");
+      try {
+        return new Uint8Array(readFileSync(await f.fetch(url, insecure, signal, scratch)));
+      } finally {
+        await scratch.cleanup();
+      }
+    },
+  };
 }
 
 function server(): ModuleServer {
@@ -263,6 +277,16 @@ describe("TestValidateAllRealms", () => {
     ["multiple challenges safe then malicious", `Bearer realm="https://safe.com/token", Basic realm="http://169.254.169.254/"`, true],
     ["multiple challenges malicious first", `Basic realm="http://localhost/", Bearer realm="https://safe.com/token"`, true],
     ["multiple challenges both safe", `Bearer realm="https://auth.example.com/", Basic realm="https://other.example.com/"`, false],
+    // Spellings the URL parser normalises (issue 34): [::ffff:127.0.0.1] becomes [::ffff:7f00:1].
+    ["ipv4-mapped ipv6 loopback", `Bearer realm="http://[::ffff:127.0.0.1]:5000/token"`, true],
+    ["ipv4-mapped ipv6 private, hex", `Bearer realm="http://[::ffff:a00:1]/token"`, true],
+    ["ipv4-mapped ipv6 link-local", `Bearer realm="http://[::ffff:169.254.169.254]/latest"`, true],
+    ["unspecified ipv4", `Bearer realm="http://0.0.0.0:5000/token"`, true],
+    ["unspecified ipv6", `Bearer realm="http://[::]:5000/token"`, true],
+    ["decimal loopback", `Bearer realm="http://2130706433/token"`, true],
+    ["localhost with a trailing dot", `Bearer realm="http://localhost.:5000/token"`, true],
+    ["a name under localhost", `Bearer realm="http://auth.localhost/token"`, true],
+    ["ipv4-mapped ipv6 public", `Bearer realm="https://[::ffff:8.8.8.8]/token"`, false],
   ];
   for (const [name, header, wantErr] of cases) {
     test(name, () => {

@@ -5,9 +5,13 @@
 
 import { afterEach, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { silentLogger } from "../../src/lib/log.ts";
 import { OciFetcher } from "../../src/wasm/oci.ts";
+import { Scratch } from "../../src/wasm/spool.ts";
 import { AddressGuard } from "../../src/wasm/ssrf.ts";
 import { wasmModule } from "./support.ts";
 
@@ -85,7 +89,9 @@ test("Bearer challenge: token from the realm with the secret's Basic credentials
   const secret = new TextEncoder().encode(JSON.stringify({ auths: { [host]: { username: "bot", password: "pw" } } }));
   const prepared = await f.prepareFetch(`${host}/team/plugin:v1`, { insecure: false, pullSecret: secret, signal: AbortSignal.timeout(5000) });
   expect(prepared.digest).toBe(digest(manifest).slice(7));
-  expect(Buffer.from(await prepared.fetchBinary()).equals(Buffer.from(mod))).toBe(true);
+  const scratchDir = mkdtempSync(join(tmpdir(), "wasm-oci-"));
+  stops.push(() => rmSync(scratchDir, { recursive: true, force: true }));
+  expect(readFileSync(await prepared.fetchBinary(new Scratch(scratchDir, "t"))).equals(Buffer.from(mod))).toBe(true);
   expect(tokenRequests.length).toBe(1);
   expect(tokenRequests[0]!.searchParams.get("service")).toBe("registry.test");
   expect(tokenRequests[0]!.searchParams.get("scope")).toBe("repository:team/plugin:pull");

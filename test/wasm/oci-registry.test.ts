@@ -13,14 +13,13 @@ import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { createWasmConversion } from "../../src/wasm/index.ts";
-import type { GetOptions } from "../../src/wasm/types.ts";
 import { createXdsProxy } from "../../src/xds/proxy.ts";
 import { FakeIstiod, makeTestPki } from "../support/fake-istiod.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { EnvoyClient, LDS, TYPES, testConfig } from "../xds/harness.ts";
 import { T, URL_OF, any, anyBytes, readExtensionConfig } from "./protos.ts";
 import { TestRegistry, pushArtifact, pushImage } from "./registry.ts";
-import { sha256, wasmModule } from "./support.ts";
+import { getOptions, sha256, wasmModule } from "./support.ts";
 
 const REQ = { tools: ["docker-registry", "tar", "gzip", "openssl"], apt: ["docker-registry", "tar", "gzip", "openssl"] };
 
@@ -51,14 +50,7 @@ function conversion(dir: string, insecure = "") {
   return { ...w, lines, registry };
 }
 
-const opts = (o: Partial<GetOptions> = {}): GetOptions => ({
-  checksum: "",
-  resourceName: "ns.plugin",
-  resourceVersion: "1",
-  requestTimeoutMs: 10_000,
-  pullPolicy: "Unspecified",
-  ...o,
-});
+const opts = getOptions;
 
 describeRequiring(REQ, "OCI Wasm modules from a real registry", () => {
   const reg = new TestRegistry();

@@ -2,6 +2,17 @@
 // programmable behaviour, and a fake clock.
 
 import { createHash } from "node:crypto";
+import type { GetOptions } from "../../src/wasm/types.ts";
+
+/** The cache's request options for resource ns.plugin at version 1 (10 s, no pull policy), with `o` on top. */
+export const getOptions = (o: Partial<GetOptions> = {}): GetOptions => ({
+  checksum: "",
+  resourceName: "ns.plugin",
+  resourceVersion: "1",
+  requestTimeoutMs: 10_000,
+  pullPolicy: "Unspecified",
+  ...o,
+});
 
 /** A valid Wasm module (magic, version, one custom section) of `size` bytes or a little more. */
 export function wasmModule(tag: string, size = 200): Uint8Array {
