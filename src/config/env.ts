@@ -7,6 +7,14 @@ import { declare as d } from "./envdecl.ts";
 // Durations that become timers are capped at MAX_TIMER_MS: a longer one would fire at once.
 import { MAX_TIMER_MS } from "../lib/clock.ts";
 
+/**
+ * Streams one connection may have open on the agent's gRPC servers, whatever
+ * ISTIO_GPRC_MAXSTREAMS says (Istio's 100,000): each open stream holds a few KiB, so 100,000 on
+ * one connection held ~450 MiB. Envoy opens one ADS stream and one SDS stream per secret;
+ * proxyless gRPC one ADS stream. A larger ISTIO_GPRC_MAXSTREAMS set explicitly is a warning.
+ */
+export const MAX_STREAMS_PER_CONNECTION = 1000;
+
 export const PROXY_ENV = {
   // Pod identity
   POD_NAME: d("POD_NAME", "string", "", "identity", "Pod name; node ID is <type>~<ip>~POD_NAME.POD_NAMESPACE~<domain>"),

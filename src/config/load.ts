@@ -4,7 +4,7 @@
 
 import { compliancePolicyFromGodebug } from "./godebug.ts";
 import { readAll, type EnvMap, type EnvProblem } from "./envdecl.ts";
-import { PROXY_ENV } from "./env.ts";
+import { MAX_STREAMS_PER_CONNECTION, PROXY_ENV } from "./env.ts";
 import type { AgentConfig, ProxyFlags, ProxyType } from "./agentconfig.ts";
 import { ConfigError, layerProxyConfig, type LayerInput } from "./layering.ts";
 import { addressProblem, validateProxyConfig } from "./validate.ts";
@@ -57,6 +57,11 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
   const notes: string[] = [];
   const { values: env, problems } = readAll(inputs.env, PROXY_ENV);
   for (const p of problems) warnings.push(describeEnvProblem(p));
+  if (inputs.env.ISTIO_GPRC_MAXSTREAMS !== undefined && env.ISTIO_GPRC_MAXSTREAMS > MAX_STREAMS_PER_CONNECTION) {
+    warnings.push(
+      `ISTIO_GPRC_MAXSTREAMS=${env.ISTIO_GPRC_MAXSTREAMS}: the agent's gRPC servers allow at most ${MAX_STREAMS_PER_CONNECTION} streams per connection (an HTTP/2 flood limit, docs/xds.md); ${MAX_STREAMS_PER_CONNECTION} applies`,
+    );
+  }
   const implied = compliancePolicyFromGodebug(env.GODEBUG);
   if (implied && env.COMPLIANCE_POLICY === "") {
     (env as { COMPLIANCE_POLICY: string }).COMPLIANCE_POLICY = implied;

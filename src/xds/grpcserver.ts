@@ -26,16 +26,12 @@ import { H2Session, type H2Stream } from "./h2/session.ts";
 import { BunTransport } from "./h2/transport.ts";
 import { respondTrailersOnly } from "./grpccall.ts";
 import { Code } from "./types.ts";
+import { MAX_STREAMS_PER_CONNECTION } from "../config/env.ts";
+
+export { MAX_STREAMS_PER_CONNECTION };
 
 /** Serves one call: the stream's response headers are the handler's to send. */
 export type GrpcMethod = (stream: H2Stream, path: string) => void;
-
-/**
- * Streams one connection may have open, whatever SETTINGS_MAX_CONCURRENT_STREAMS is configured
- * (Istio's 100,000): each open stream holds a few KiB, so 100,000 on one connection held ~450 MiB.
- * Envoy opens one ADS stream and one SDS stream per secret; proxyless gRPC one ADS stream.
- */
-export const MAX_STREAMS_PER_CONNECTION = 1000;
 
 export interface UnixGrpcServerOptions {
   socketPath: string;

@@ -97,6 +97,14 @@ describe("ProxyConfig layering: defaults < mesh file < PROXY_CONFIG < annotation
 });
 
 describe("after layering", () => {
+  test("ISTIO_GPRC_MAXSTREAMS above the per-connection stream limit is a warning when set, not when defaulted", () => {
+    const msg =
+      "ISTIO_GPRC_MAXSTREAMS=5000: the agent's gRPC servers allow at most 1000 streams per connection (an HTTP/2 flood limit, docs/xds.md); 1000 applies";
+    expect(loadAgentConfig(inputs({ env: { ISTIO_GPRC_MAXSTREAMS: "5000" } })).warnings).toContain(msg);
+    expect(loadAgentConfig(inputs({ env: { ISTIO_GPRC_MAXSTREAMS: "1000" } })).warnings.filter((w) => w.startsWith("ISTIO_GPRC_MAXSTREAMS"))).toEqual([]);
+    expect(loadAgentConfig(inputs({ env: {} })).warnings.filter((w) => w.startsWith("ISTIO_GPRC_MAXSTREAMS"))).toEqual([]);
+  });
+
   test("ISTIO_CPU_LIMIT sets concurrency when unset; an explicit value wins; --concurrency wins over all", () => {
     expect(loadAgentConfig(inputs({ env: { ISTIO_CPU_LIMIT: "3" } })).config.proxyConfig.concurrency).toBe(3);
     expect(loadAgentConfig(inputs({ env: { ISTIO_CPU_LIMIT: "3", PROXY_CONFIG: "concurrency: 2" } })).config.proxyConfig.concurrency).toBe(2);
