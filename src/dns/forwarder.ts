@@ -6,6 +6,7 @@
 
 import * as packet from "dns-packet";
 import type { Logger } from "../lib/log.ts";
+import { LogLimiter } from "../lib/loglimit.ts";
 import { joinHostPort, type HostPort } from "./resolvconf.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -25,14 +26,18 @@ export interface ForwarderOptions {
   timeoutMs: number;
   transport: UpstreamTransport;
   log: Logger;
+  /** Rate limit of the per-query failure lines (a flood of failing queries costs a few lines, counted); none when omitted. */
+  logLimit?: LogLimiter;
   random?: () => number;
 }
 
 export class Forwarder {
   private readonly random: () => number;
+  private readonly logLimit: LogLimiter;
 
   constructor(private readonly opts: ForwarderOptions) {
     this.random = opts.random ?? Math.random;
+    this.logLimit = opts.logLimit ?? new LogLimiter({ burst: Infinity, windowMs: 1, now: () => 0 });
   }
 
   get upstreams(): readonly HostPort[] {
@@ -53,7 +58,11 @@ export class Forwarder {
       try {
         return await this.attempt(protocol, up, query);
       } catch (e) {
-        this.opts.log.info("upstream failure", { upstream: joinHostPort(up.host, up.port), protocol, error: e instanceof Error ? e.message : String(e) });
+        this.logLimit.log(this.opts.log, "info", "dns-upstream-failure", "upstream failure", {
+          upstream: joinHostPort(up.host, up.port),
+          protocol,
+          error: e instanceof Error ? e.message : String(e),
+        });
       }
     }
     return undefined;
@@ -66,7 +75,7 @@ export class Forwarder {
         this.opts.upstreams.map((up) =>
           this.attempt(protocol, up, query, ac.signal).catch((e: unknown) => {
             if (!ac.signal.aborted) {
-              this.opts.log.info("parallel querying upstream failure", {
+              this.logLimit.log(this.opts.log, "info", "dns-parallel-failure", "parallel querying upstream failure", {
                 upstream: joinHostPort(up.host, up.port),
                 protocol,
                 error: e instanceof Error ? e.message : String(e),
@@ -77,7 +86,7 @@ export class Forwarder {
         ),
       );
     } catch {
-      this.opts.log.info("all upstream failed", { protocol });
+      this.logLimit.log(this.opts.log, "info", "dns-all-failed", "all upstream failed", { protocol });
       return undefined;
     } finally {
       ac.abort();

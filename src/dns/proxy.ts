@@ -2,7 +2,6 @@
 // (NameTableSink) or set directly (tests). Readiness is blocked on `dns table received` until
 // the first table arrives.
 
-import { systemClock } from "../lib/clock.ts";
 import type { Component } from "../lib/component.ts";
 import type { NameTableSink } from "../lib/interfaces.ts";
 import type { Logger } from "../lib/log.ts";
@@ -18,6 +17,8 @@ import { ndszTable, type NameTableJson } from "./ndsz.ts";
 import type { HostPort } from "./resolvconf.ts";
 import { listen, type BoundAddress, type DnsListeners } from "./server.ts";
 import { SocketTransport } from "./transport.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "../lib/loglimit.ts";
 
 /** Istio's readiness message while the table is missing. */
 export const DNS_NOT_READY_MESSAGE = "istio DNS capture is turned ON and DNS lookup table is not ready yet";
@@ -41,7 +42,10 @@ export interface DnsProxyOptions {
   now?: () => number;
   /** Wall-clock milliseconds for the operator's view (default: the system clock). */
   wallClock?: () => number;
+  /** Timers of the TCP bounds and of the log limit's end-of-window reports. */
+  clock?: Pick<Clock, "timer">;
   tcpIdleMs?: number;
+  tcpQueryMs?: number;
 }
 
 export class DnsProxy implements Component, NameTableSink {
@@ -56,15 +60,19 @@ export class DnsProxy implements Component, NameTableSink {
   private lastUpdateMs: number | undefined;
 
   private readonly sockets: SocketTransport | undefined;
+  private readonly logLimit: LogLimiter;
 
   constructor(private readonly opts: DnsProxyOptions) {
     if (!opts.transport) this.sockets = new SocketTransport();
+    const clock = opts.clock ?? systemClock;
+    this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: opts.now ?? (() => performance.now()), timer: clock.timer });
     const forwarder = new Forwarder({
       upstreams: opts.upstreams,
       parallel: opts.forwardParallel,
       timeoutMs: opts.forwardTimeoutMs,
       transport: opts.transport ?? this.sockets!,
       log: opts.log,
+      logLimit: this.logLimit,
       random: opts.random,
     });
     this.handler = new DnsHandler({
@@ -80,7 +88,12 @@ export class DnsProxy implements Component, NameTableSink {
   }
 
   async start(signal: AbortSignal): Promise<void> {
-    const l = await listen(this.opts.listen, (b, p) => this.handler.handle(b, p), this.opts.log, { tcpIdleMs: this.opts.tcpIdleMs });
+    const l = await listen(this.opts.listen, (b, p) => this.handler.handle(b, p), this.opts.log, {
+      tcpIdleMs: this.opts.tcpIdleMs,
+      tcpQueryMs: this.opts.tcpQueryMs,
+      timer: (this.opts.clock ?? systemClock).timer,
+      logLimit: this.logLimit,
+    });
     this.listeners = l;
     this.opts.log.debug("initialized DNS", {
       search: this.opts.search,
@@ -90,6 +103,7 @@ export class DnsProxy implements Component, NameTableSink {
       const stop = () => {
         l.close();
         this.sockets?.close();
+        this.logLimit.close();
         resolve();
       };
       if (signal.aborted) stop();

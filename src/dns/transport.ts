@@ -6,11 +6,29 @@ import type { udp } from "bun";
 import type { Protocol, UpstreamTransport } from "./forwarder.ts";
 import { joinHostPort, type HostPort } from "./resolvconf.ts";
 
+/** Upstream TCP connections open at once, over every client and upstream (each exchange has its own, as in Istio's agent). */
+export const MAX_UPSTREAM_TCP = 64;
+
 export class SocketTransport implements UpstreamTransport {
   private readonly pool = new UdpPool();
+  private tcpOpen = 0;
+
+  constructor(private readonly maxTcp = MAX_UPSTREAM_TCP) {}
 
   exchange(protocol: Protocol, up: HostPort, query: Uint8Array, timeoutMs: number, signal?: AbortSignal): Promise<Uint8Array> {
-    return protocol === "udp" ? udpExchange(this.pool, up, query, timeoutMs, signal) : tcpExchange(up, query, timeoutMs, signal);
+    if (protocol === "udp") return udpExchange(this.pool, up, query, timeoutMs, signal);
+    // Past the limit the query fails at once (SERVFAIL when no upstream takes it), as CoreDNS's
+    // forward max_concurrent sheds load: a queue would hold every client's query behind a flood.
+    if (this.tcpOpen >= this.maxTcp)
+      return Promise.reject(new Error(`tcp ${joinHostPort(up.host, up.port)}: ${this.maxTcp} upstream TCP exchanges already in progress`));
+    this.tcpOpen++;
+    // The slot is held until the socket is closed (its descriptor freed), not just until the answer.
+    return tcpExchange(up, query, timeoutMs, signal, () => void this.tcpOpen--);
+  }
+
+  /** Upstream TCP exchanges in progress. */
+  get tcpInProgress(): number {
+    return this.tcpOpen;
   }
 
   /** Close idle upstream sockets. */
@@ -141,12 +159,19 @@ function udpExchange(pool: UdpPool, up: HostPort, query: Uint8Array, timeoutMs: 
   });
 }
 
-function tcpExchange(up: HostPort, query: Uint8Array, timeoutMs: number, signal?: AbortSignal): Promise<Uint8Array> {
+/** `released` runs once, when the connection is gone (closed, or never made). */
+function tcpExchange(up: HostPort, query: Uint8Array, timeoutMs: number, signal: AbortSignal | undefined, released: () => void): Promise<Uint8Array> {
   const what = `tcp ${joinHostPort(up.host, up.port)}`;
   const frame = new Uint8Array(query.length + 2);
   frame[0] = query.length >> 8;
   frame[1] = query.length & 0xff;
   frame.set(query, 2);
+  let gone = false;
+  const release = () => {
+    if (gone) return;
+    gone = true;
+    released();
+  };
   return bounded<Uint8Array>(what, timeoutMs, signal, (settle, onCleanup) => {
     let buf = new Uint8Array(0);
     Bun.connect({
@@ -170,9 +195,11 @@ function tcpExchange(up: HostPort, query: Uint8Array, timeoutMs: number, signal?
           }
         },
         close() {
+          release();
           settle(new Error(`${what}: connection closed before a reply`));
         },
         connectError(_s, err) {
+          release();
           settle(new Error(`${what}: ${errText(err, "connect failed")}`));
         },
         error(_s, err) {
@@ -180,8 +207,12 @@ function tcpExchange(up: HostPort, query: Uint8Array, timeoutMs: number, signal?
         },
       },
     }).then(
-      (sock) => onCleanup(() => sock.end()),
-      (err: unknown) => settle(new Error(`${what}: ${errText(err, "failed")}`)),
+      // The answer is read (or no longer wanted): close now, not when the upstream closes its side.
+      (sock) => onCleanup(() => sock.terminate()),
+      (err: unknown) => {
+        release();
+        settle(new Error(`${what}: ${errText(err, "failed")}`));
+      },
     );
   });
 }

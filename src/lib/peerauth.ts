@@ -6,6 +6,9 @@
 
 import type { Socket } from "node:net";
 import { peerCredentials, socketFd, type PeerCred } from "../../native/peercred.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import type { Fields, Logger } from "./log.ts";
+import { DEFAULT_LOG_LIMIT, LogLimiter } from "./loglimit.ts";
 
 export class PeerAuthError extends Error {
   override name = "PeerAuthError";
@@ -59,4 +62,14 @@ export class PeerAuthorizer {
     if (this.uids.has(cred.uid)) return { allowed: true, cred };
     return { allowed: false, cred, reason: `uid ${cred.uid} not in authorized UIDs [${[...this.uids].join(",")}]` };
   }
+}
+
+/**
+ * The warn line of each refused connection on one socket, rate limited: a peer opening thousands
+ * of connections a second costs the first 10 lines of each 10 s, and the window's last refusal is
+ * written when it ends with `suppressed=<n>` for the others (the counters count every one).
+ */
+export function refusalLog(log: Logger, clock: Pick<Clock, "now" | "timer"> = systemClock): (msg: string, fields?: Fields) => void {
+  const limiter = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: () => clock.now(), timer: (ms, fn) => clock.timer(ms, fn) });
+  return (msg, fields) => limiter.log(log, "warn", "peer-refused", msg, fields);
 }

@@ -11,7 +11,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../lib/log.ts";
-import type { PeerAuthorizer } from "../lib/peerauth.ts";
+import { refusalLog, type PeerAuthorizer } from "../lib/peerauth.ts";
 import type { Clock } from "../lib/clock.ts";
 import { FailureReport } from "../lib/component.ts";
 import type { PilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
@@ -95,6 +95,7 @@ export class SdsServer {
   async start(): Promise<void> {
     const path = this.opts.socketPath;
     const log = this.deps.log;
+    const refused = refusalLog(log, this.deps.clock);
     const server = new UnixGrpcServer({
       socketPath: path,
       authorizer: this.opts.authorizer,
@@ -102,7 +103,7 @@ export class SdsServer {
       name: "SDS",
       route: (p) => this.methods.get(p),
       unknownMethodMessage: (p) => `The server does not implement the method ${p}`,
-      onRejected: (d) => log.warn(`SDS: refused connection on ${path}: ${d.reason}`, d.cred ? { pid: d.cred.pid, uid: d.cred.uid } : undefined),
+      onRejected: (d) => refused(`SDS: refused connection on ${path}: ${d.reason}`, d.cred ? { pid: d.cred.pid, uid: d.cred.uid } : undefined),
       listenError: (_message, cause) => new SdsError(`SDS: cannot listen on ${path}: ${errorMessage(cause)}`, undefined, { cause }),
       maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 100_000,
       streamWindow: SDS_STREAM_WINDOW,

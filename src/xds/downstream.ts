@@ -5,7 +5,7 @@
 // The listener, the peer check, the HTTP/2 sessions and the routing are grpcserver.ts's (the SDS
 // socket runs on the same); this file is the ADS and reflection methods.
 import type { Logger } from "../lib/log.ts";
-import type { PeerAuthorizer } from "../lib/peerauth.ts";
+import { refusalLog, type PeerAuthorizer } from "../lib/peerauth.ts";
 import { FailureReport } from "../lib/component.ts";
 import { XdsError } from "./errors.ts";
 import type { H2Stream } from "./h2/session.ts";
@@ -83,6 +83,7 @@ export class DownstreamServer {
   readonly failed = this.failure.failed;
 
   constructor(private readonly o: DownstreamServerOptions) {
+    const refused = refusalLog(o.log);
     this.server = new UnixGrpcServer({
       socketPath: o.socketPath,
       authorizer: o.authorizer,
@@ -98,7 +99,7 @@ export class DownstreamServer {
       onRejected: (d) => {
         o.onRejected();
         const who = d.cred ? `pid=${d.cred.pid} uid=${d.cred.uid}` : "unknown peer";
-        o.log.warn(`rejected connection on ${o.socketPath} from ${who}: ${d.reason}`, ids({ path: o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
+        refused(`rejected connection on ${o.socketPath} from ${who}: ${d.reason}`, ids({ path: o.socketPath, ...(d.cred ? { pid: d.cred.pid } : {}) }));
       },
       listenError: (message, cause) => new XdsError("downstream", message, { cause }),
       ...(o.maxConcurrentStreams !== undefined ? { maxConcurrentStreams: o.maxConcurrentStreams } : {}),

@@ -15,6 +15,8 @@ import { AGENT_USER_AGENT } from "./unary.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
+import { systemClock, type Clock, type TimerHandle } from "../lib/clock.ts";
+import { stallTolerantDeadline } from "./upstream-deadline.ts";
 
 // Moved to their own modules (shared with the CA client); re-exported for existing importers.
 export { decodeGrpcMessage, httpStatusToCode, resetStatus, trailerStatus } from "./grpcstatus.ts";
@@ -27,7 +29,7 @@ export interface StreamMeta {
 }
 
 export interface UpstreamHandlers {
-  /** The upstream accepted the stream (response headers arrived). */
+  /** The connection to the upstream is up (istiod's HTTP/2 endpoint answered); the stream is open. */
   onConnected(): void;
   /** gRPC-framed response bytes, in order. */
   onData(chunk: Uint8Array): void;
@@ -76,6 +78,7 @@ export class IstiodUpstream implements Upstream {
     private readonly cfg: UpstreamDialConfig,
     private readonly files: FileReader = nodeFiles,
     private readonly now: () => Date = () => new Date(),
+    private readonly clock: Pick<Clock, "now" | "timer"> = systemClock,
   ) {
     this.describe = cfg.address;
   }
@@ -87,12 +90,12 @@ export class IstiodUpstream implements Upstream {
     let status: GrpcStatus | undefined;
     let session: H2Session | undefined;
     let stream: H2Stream | undefined;
-    let connectTimer: ReturnType<typeof setTimeout> | undefined;
+    let connectDeadline: TimerHandle | undefined;
 
     const finish = (s: GrpcStatus) => {
       if (closed) return;
       closed = true;
-      clearTimeout(connectTimer);
+      connectDeadline?.cancel();
       if (stream && !stream.closed) stream.reset(H2Code.CANCEL);
       session?.close(0);
       h.onClose(s, established);
@@ -126,9 +129,19 @@ export class IstiodUpstream implements Upstream {
           if (!closed) finish({ code: Code.UNAVAILABLE, message: `connection to istiod ${c.address} closed${err ? `: ${err.message}` : ""}` });
         },
       });
-      connectTimer = setTimeout(() => {
+      // The deadline covers the connection (TCP, TLS, istiod's HTTP/2 SETTINGS), as gRPC's dial
+      // does, not istiod's first message: a gRPC server sends its response headers with that
+      // message, which may come much later (istiod computing a large first push).
+      connectDeadline = stallTolerantDeadline(this.clock, c.connectTimeoutMs, () => {
         if (!established) finish({ code: Code.UNAVAILABLE, message: `connecting to istiod ${c.address}: no answer within ${c.connectTimeoutMs} ms` });
-      }, c.connectTimeoutMs);
+      });
+      // Before the session's own listener: a first chunk may carry SETTINGS and the stream's answer together.
+      socket.prependOnceListener("data", () => {
+        if (closed || established) return;
+        established = true; // istiod's HTTP/2 endpoint answered: whatever follows is a termination, not a dial failure
+        connectDeadline?.cancel();
+        h.onConnected();
+      });
       const s = session.request(headers);
       stream = s;
       s.handlers = {
@@ -139,13 +152,7 @@ export class IstiodUpstream implements Upstream {
               status = { code: httpStatusToCode(st), message: `istiod answered HTTP ${st}` };
               return;
             }
-            established = true; // istiod answered: whatever follows is a termination, not a dial failure
-            clearTimeout(connectTimer);
-            if (endStream || headerValue(hd, "grpc-status") !== undefined) {
-              status = trailerStatus(hd);
-              return;
-            }
-            h.onConnected();
+            if (endStream || headerValue(hd, "grpc-status") !== undefined) status = trailerStatus(hd);
             return;
           }
           status = trailerStatus(hd);

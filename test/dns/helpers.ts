@@ -15,6 +15,8 @@ export interface UpstreamOptions {
   answers?: Record<string, string>;
   /** Never answer (a resolver that is up but mute). */
   silent?: boolean;
+  /** Answer TCP queries this long after they arrive (a slow resolver). */
+  tcpDelayMs?: number;
 }
 
 export interface TestUpstream {
@@ -23,6 +25,8 @@ export interface TestUpstream {
   /** Queries received, by protocol. */
   received: { udp: number; tcp: number };
   names: string[];
+  /** TCP connections open now (as this side has seen them close) and the most at once; TCP queries received and not yet answered, and the most at once. */
+  tcp: { open: number; peak: number; total: number; pending: number; pendingPeak: number };
   close(): void;
 }
 
@@ -85,6 +89,7 @@ export async function bindPair<U extends { port: number; close(): void }, T>(
 export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUpstream> {
   const host = opts.host ?? "127.0.0.1";
   const received = { udp: 0, tcp: 0 };
+  const conns = { open: 0, peak: 0, total: 0, pending: 0, pendingPeak: 0 };
   const names: string[] = [];
   const note = (b: Buffer) => {
     try {
@@ -119,6 +124,12 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
       socket: {
         open(s) {
           s.data = { buf: Buffer.alloc(0) };
+          conns.open++;
+          conns.total++;
+          conns.peak = Math.max(conns.peak, conns.open);
+        },
+        close() {
+          conns.open--;
         },
         data(s: Socket<{ buf: Buffer }>, chunk) {
           s.data.buf = Buffer.concat([s.data.buf, chunk]);
@@ -135,7 +146,14 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
               const frame = Buffer.alloc(2 + r.length);
               frame.writeUInt16BE(r.length, 0);
               r.copy(frame, 2);
-              s.write(frame);
+              conns.pending++;
+              conns.pendingPeak = Math.max(conns.pendingPeak, conns.pending);
+              const answer = () => {
+                conns.pending--;
+                s.write(frame);
+              };
+              if (opts.tcpDelayMs) setTimeout(answer, opts.tcpDelayMs);
+              else answer();
             }
           }
         },
@@ -147,6 +165,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<TestUps
     port: udp.port,
     received,
     names,
+    tcp: conns,
     close() {
       udp.close();
       tcp.stop(true);

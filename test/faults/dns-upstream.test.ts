@@ -5,22 +5,15 @@
 // NameTable) are still answered meanwhile. The agent runs in its own mount namespace with a
 // resolv.conf naming the test's upstream (127.x.y.z:53, as root), so the host's is untouched.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readFileSync } from "node:fs";
-import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { makeTestPki, type FakeIstiod, type TestPki } from "../support/fake-istiod.ts";
 import { describeRequiring } from "../support/requires.ts";
-import { freePort, startPod, until, type Pod } from "../e2e/pod.ts";
-import { EnvoyClient, LDS } from "../xds/harness.ts";
 import { dig, startUpstream, type TestUpstream } from "../dns/helpers.ts";
-import { nameInfo, nameTableCodec } from "../../src/dns/nametable.ts";
-import { NAME_TABLE_TYPE } from "../../src/xds/types.ts";
+import { DNS_POD_REQUIRES, MESH_IP, MESH_NAME, nameTableIstiod, privateLoopbackNet, startDnsPod } from "./dns-pod.ts";
 
-const MESH_NAME = "greeter.demo.svc.cluster.local";
-const MESH_IP = "10.9.8.7";
-// A loopback /24 of our own for this run, so parallel runs do not meet on port 53.
-const NET = `127.${50 + Math.floor(Math.random() * 150)}.${1 + Math.floor(Math.random() * 250)}`;
+const NET = privateLoopbackNet();
 
 let work: string;
 let istiod: FakeIstiod;
@@ -30,24 +23,7 @@ const cleanups: (() => void | Promise<void>)[] = [];
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "agent-faults-dns-"));
   pki = makeTestPki(join(work, "pki"));
-  istiod = new FakeIstiod({ pki });
-  const table = Buffer.from(
-    nameTableCodec().encode({ table: { [MESH_NAME]: nameInfo({ ips: [MESH_IP], registry: "Kubernetes", shortname: "greeter", namespace: "demo" }) } }),
-  );
-  // istiod answers Envoy's LDS request and sends the NameTable once the agent asks for it (the
-  // agent adds that subscription on Envoy's first Listener request, as Istio's does).
-  istiod.onStream = (s) => {
-    let sent = false;
-    s.call.on("data", () => {
-      const r = s.requests[s.requests.length - 1]!;
-      if (r.typeUrl === LDS && !r.responseNonce) s.send({ typeUrl: LDS, versionInfo: "1", resources: [] });
-      if (r.typeUrl === NAME_TABLE_TYPE && !sent) {
-        sent = true;
-        s.send({ typeUrl: NAME_TABLE_TYPE, versionInfo: "1", resources: [{ typeUrl: NAME_TABLE_TYPE, value: table }] });
-      }
-    });
-  };
-  await istiod.start();
+  istiod = await nameTableIstiod(pki);
 });
 
 afterAll(async () => {
@@ -56,42 +32,10 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-async function dnsPod(upstreamIp: string, listenIp: string): Promise<{ pod: Pod; port: number }> {
-  const rc = join(work, `resolv-${upstreamIp}.conf`);
-  writeFileSync(rc, `nameserver ${upstreamIp}\nsearch demo.svc.cluster.local svc.cluster.local cluster.local\n`);
-  const port = await freePort();
-  const pod = await startPod({
-    prefix: ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', rc],
-    env: {
-      DISABLE_ENVOY: "true",
-      CA_PROVIDER: "local",
-      ISTIOD_SAN: "istiod.istio-system.svc",
-      ISTIO_META_DNS_CAPTURE: "true",
-      DNS_PROXY_ADDR: `${listenIp}:${port}`,
-      DNS_FORWARD_TIMEOUT: "1s",
-    },
-    proxyConfig: { discoveryAddress: istiod.address, controlPlaneAuthPolicy: "MUTUAL_TLS" },
-    files: { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": readFileSync(pki.caCert, "utf8") },
-  });
-  cleanups.push(() => {
-    pod.kill();
-    pod.box.cleanup();
-  });
-  // The XDS proxy dials istiod on Envoy's first request; the NameTable rides that connection.
-  await until(pod, "XDS socket", () => (existsSync(pod.path("etc/istio/proxy/XDS")) ? true : undefined));
-  const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
-  envoy.send({ typeUrl: LDS });
-  cleanups.push(() => envoy.close());
-  await until(
-    pod,
-    `${MESH_NAME} answered from the NameTable`,
-    async () => {
-      const r = await dig(port, MESH_NAME, "A", [], listenIp);
-      return r.data.includes(MESH_IP) ? true : undefined;
-    },
-    20_000,
-  );
-  return { pod, port };
+async function dnsPod(upstreamIp: string, listenIp: string) {
+  const p = await startDnsPod({ work, pki, istiod, upstreamIp, listenIp });
+  cleanups.push(p.close);
+  return p;
 }
 
 async function timed<T>(f: () => Promise<T>): Promise<[T, number]> {
@@ -102,7 +46,7 @@ async function timed<T>(f: () => Promise<T>): Promise<[T, number]> {
 
 const figures: string[] = [];
 
-describeRequiring({ root: true, tools: ["dig", "unshare", "mount"], apt: ["dnsutils", "util-linux", "mount"] }, "DNS upstream faults (compiled agent)", () => {
+describeRequiring(DNS_POD_REQUIRES, "DNS upstream faults (compiled agent)", () => {
   for (const kind of ["black-holed", "refusing"] as const) {
     test(`upstream ${kind}: SERVFAIL in time over UDP and TCP, mesh names still answered`, async () => {
       const upstreamIp = `${NET}.${kind === "black-holed" ? 1 : 2}`;

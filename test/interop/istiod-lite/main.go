@@ -49,6 +49,8 @@ func main() {
 	token := flag.String("token", "interop-token", "bearer token accepted by the discovery server and CA")
 	xdsPort := flag.Int("xds-port", 0, "discovery server port on 127.0.0.1 (0: any)")
 	caPort := flag.Int("ca-port", 0, "CA server port on 127.0.0.1 (0: any)")
+	firstDelay := flag.Duration("first-response-delay", 0, "hold each xDS stream's first response (and with it the "+
+		"response headers, which gRPC sends with the first message) this long: an istiod slow to answer a fresh stream")
 	meshCACerts := flag.String("mesh-ca-certificates", "", "PEM file of the mesh config's caCertificates: serve PCDS "+
 		"(with ISTIO_MULTIROOT_MESH=true), re-read on SIGHUP")
 	flag.Parse()
@@ -92,7 +94,7 @@ func main() {
 		}
 	}
 	xdsServer := grpc.NewServer(serverCreds(serving, roots.pool),
-		grpc.ChainStreamInterceptor(rec.streamInterceptor))
+		grpc.ChainStreamInterceptor(rec.streamInterceptor, delayFirstResponse(*firstDelay)))
 	ds.Discovery.Register(xdsServer)
 	xl, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *xdsPort))
 	if err != nil {
@@ -330,4 +332,39 @@ func (s *firstRequestStream) RecvMsg(m any) error {
 		"metadata": metadataOf(s.Context()), "node": json.RawMessage(node),
 	})
 	return err
+}
+
+// delayFirstResponse holds the first response of each stream (and so its headers) for d.
+func delayFirstResponse(d time.Duration) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if d <= 0 {
+			return handler(srv, ss)
+		}
+		return handler(srv, &slowFirstStream{ServerStream: ss, delay: d})
+	}
+}
+
+type slowFirstStream struct {
+	grpc.ServerStream
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowFirstStream) wait() {
+	s.once.Do(func() {
+		select {
+		case <-time.After(s.delay):
+		case <-s.Context().Done():
+		}
+	})
+}
+
+func (s *slowFirstStream) SendHeader(md metadata.MD) error {
+	s.wait()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *slowFirstStream) SendMsg(m any) error {
+	s.wait()
+	return s.ServerStream.SendMsg(m)
 }

@@ -63,6 +63,8 @@ export interface LiteOptions {
    * plus these certificates (PEM), the mesh config's caCertificates.
    */
   meshCaCertificates?: string;
+  /** Hold each xDS stream's first response (and so its headers) this long: a Go duration, e.g. "7s". */
+  firstResponseDelay?: string;
 }
 
 export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promise<IstiodLite> {
@@ -80,6 +82,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
   const launch = async (ports?: Ready): Promise<Ready> => {
     const args = [ISTIOD_LITE, "--config", configDir, "--state", stateDir];
     if (ports) args.push("--xds-port", String(ports.xdsPort), "--ca-port", String(ports.caPort));
+    if (opts.firstResponseDelay) args.push("--first-response-delay", opts.firstResponseDelay);
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work };
     if (opts.meshCaCertificates !== undefined) {
       args.push("--mesh-ca-certificates", caCertsFile);
