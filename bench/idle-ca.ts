@@ -55,9 +55,9 @@ export async function run(): Promise<string> {
       `Proxyless agents (bench/idle.ts's shape), each build with the local CA and with istiod's CA (a grpc-js fake CA over TLS; ${signed} CSRs signed), all alive at once; ` +
         `memory the median of ${WINDOWS} readings ${WINDOW_MS / 1000} s apart from ${STEADY_MS / 1000} s after the first start. Load average: ${load} at the start, ${loadavg()} at the end.`,
       "",
-      "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
-      "|---|---|---|---|---|",
-      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} |`),
+      "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB | USS MiB |",
+      "|---|---|---|---|---|---|",
+      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} | ${fmt(mib[i]!.uss)} |`),
       "",
     ].join("\n");
   } finally {
