@@ -1,8 +1,8 @@
 // A/B of idle memory with istiod's CA (issue #16): compiled agents in bench/idle.ts's proxyless
 // shape (DISABLE_ENVOY, the bench's synthetic istiod), each once with the local CA (idle.ts's
 // proxyless mode) and once signing through istiod's CA (a grpc-js fake CA over TLS in this
-// process), all alive at once so the machine's load falls on every column alike. Memory is the
-// median of WINDOWS readings from STEADY_MS after start.
+// process), all alive at once so the machine's load falls on every column alike. Memory (RSS, its
+// anonymous and file-backed parts, and USS) is the median of WINDOWS readings from STEADY_MS after start.
 //   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-ca.ts
 // Not part of `bun run bench` (a comparison of builds, like xds-ab.ts).
 
