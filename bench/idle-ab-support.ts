@@ -38,13 +38,20 @@ export function idlePod(cwd: string): Record<string, string> {
   };
 }
 
+/** USS: the pages only this process holds (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup), in KiB. */
+export function ussKiB(pid: number): number {
+  const s = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(s)?.[1] ?? NaN);
+  return kib("Private_Clean") + kib("Private_Dirty");
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Waits until STEADY_MS after `t0`, then reads each pid's memory WINDOWS times: the medians in MiB, and the load average at the start. */
-export async function steadyMemory(pids: number[], t0: number): Promise<{ load: string; mib: { rss: number; anon: number; file: number }[] }> {
+export async function steadyMemory(pids: number[], t0: number): Promise<{ load: string; mib: { rss: number; anon: number; file: number; uss: number }[] }> {
   await Bun.sleep(Math.max(0, STEADY_MS - (performance.now() - t0)));
   const load = loadavg();
-  const readings = pids.map(() => ({ rss: [] as number[], anon: [] as number[], file: [] as number[] }));
+  const readings = pids.map(() => ({ rss: [] as number[], anon: [] as number[], file: [] as number[], uss: [] as number[] }));
   for (let w = 0; w < WINDOWS; w++) {
     await Bun.sleep(WINDOW_MS);
     pids.forEach((pid, i) => {
@@ -52,7 +59,8 @@ export async function steadyMemory(pids: number[], t0: number): Promise<{ load: 
       readings[i]!.rss.push(m.rss / 1024);
       readings[i]!.anon.push(m.anon / 1024);
       readings[i]!.file.push(m.file / 1024);
+      readings[i]!.uss.push(ussKiB(pid) / 1024);
     });
   }
-  return { load, mib: readings.map((r) => ({ rss: median(r.rss), anon: median(r.anon), file: median(r.file) })) };
+  return { load, mib: readings.map((r) => ({ rss: median(r.rss), anon: median(r.anon), file: median(r.file), uss: median(r.uss) })) };
 }

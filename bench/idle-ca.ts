@@ -1,8 +1,8 @@
 // A/B of idle memory with istiod's CA (issue #16): compiled agents in bench/idle.ts's proxyless
 // shape (DISABLE_ENVOY, the bench's synthetic istiod), each once with the local CA (idle.ts's
 // proxyless mode) and once signing through istiod's CA (a grpc-js fake CA over TLS in this
-// process), all alive at once so the machine's load falls on every column alike. Memory is the
-// median of WINDOWS readings from STEADY_MS after start.
+// process), all alive at once so the machine's load falls on every column alike. Memory (RSS, its
+// anonymous and file-backed parts, and USS) is the median of WINDOWS readings from STEADY_MS after start.
 //   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-ca.ts
 // Not part of `bun run bench` (a comparison of builds, like xds-ab.ts).
 
@@ -55,9 +55,9 @@ export async function run(): Promise<string> {
       `Proxyless agents (bench/idle.ts's shape), each build with the local CA and with istiod's CA (a grpc-js fake CA over TLS; ${signed} CSRs signed), all alive at once; ` +
         `memory the median of ${WINDOWS} readings ${WINDOW_MS / 1000} s apart from ${STEADY_MS / 1000} s after the first start. Load average: ${load} at the start, ${loadavg()} at the end.`,
       "",
-      "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
-      "|---|---|---|---|---|",
-      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} |`),
+      "| build | certificates | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB | USS MiB |",
+      "|---|---|---|---|---|---|",
+      ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} | ${fmt(mib[i]!.uss)} |`),
       "",
     ].join("\n");
   } finally {

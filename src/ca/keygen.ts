@@ -1,11 +1,12 @@
 // Workload key and CSR generation (Istio's pki/util generate_csr.go): RSA (WORKLOAD_RSA_KEY_SIZE)
-// or ECDSA P-256/P-384 with WebCrypto, the CSR built and signed by @peculiar/x509 with Istio's
-// subject (an empty Organization) and a critical SAN extension carrying the SPIFFE URI. Keys are written as PKCS#1 /
-// SEC1 like Istio, or PKCS#8 with PKCS8_KEY. The ASN.1 library is imported on first use so it
-// costs nothing at the agent's start.
+// or ECDSA P-256/P-384 with WebCrypto, the CSR written and signed by src/ca/csr.ts with Istio's
+// subject (an empty Organization) and a critical SAN extension carrying the SPIFFE URI. Keys are
+// written as PKCS#1 / SEC1 like Istio, or PKCS#8 with PKCS8_KEY (which does not change the CSR).
 
 import { createPrivateKey, generateKeyPair, type webcrypto } from "node:crypto";
+import { buildCsr } from "./csr.ts";
 import { CaError } from "./errors.ts";
+import { errorMessage } from "../lib/errors.ts";
 
 export interface KeyOptions {
   algorithm: "RSA" | "ECDSA";
@@ -37,52 +38,23 @@ export function keyOptionsFromEnv(env: { ECC_SIGNATURE_ALGORITHM: string; ECC_CU
   return { algorithm: alg === "ECDSA" ? "ECDSA" : "RSA", rsaKeySize: env.WORKLOAD_RSA_KEY_SIZE, curve, pkcs8: env.PKCS8_KEY };
 }
 
-type X509Module = typeof import("@peculiar/x509");
-
-/** Loads @peculiar/x509 once per process on first use (it needs the reflect-metadata polyfill first). */
-export async function loadX509(): Promise<X509Module> {
-  await import("reflect-metadata");
-  const x509 = await import("@peculiar/x509");
-  x509.cryptoProvider.set(globalThis.crypto);
-  return x509;
-}
-
-function algorithms(o: KeyOptions): { gen: webcrypto.RsaHashedKeyGenParams | webcrypto.EcKeyGenParams; sign: { name: string; hash?: string } } {
-  if (o.algorithm === "ECDSA") {
-    const p384 = o.curve === "P384";
-    return { gen: { name: "ECDSA", namedCurve: p384 ? "P-384" : "P-256" }, sign: { name: "ECDSA", hash: p384 ? "SHA-384" : "SHA-256" } };
-  }
-  return {
-    gen: { name: "RSASSA-PKCS1-v1_5", modulusLength: o.rsaKeySize, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" },
-    sign: { name: "RSASSA-PKCS1-v1_5" },
-  };
+/** The key pair WebCrypto is asked for; the CSR's signature follows from the key (src/ca/csr.ts). */
+function generateKeys(o: KeyOptions): Promise<CryptoKeyPair> {
+  if (o.algorithm === "ECDSA")
+    return crypto.subtle.generateKey({ name: "ECDSA", namedCurve: o.curve === "P384" ? "P-384" : "P-256" }, true, ["sign", "verify"]) as Promise<CryptoKeyPair>;
+  return rsaKeyPair(o.rsaKeySize);
 }
 
 /** A fresh private key and a CSR for `spiffe` (the SAN URI). */
 export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<KeyAndCsr> {
-  const alg = algorithms(o);
-  // The key is asked for first: an RSA key is made on a worker thread while this one loads x509.
-  const keygen = (
-    o.algorithm === "RSA"
-      ? rsaKeyPair(alg.gen as webcrypto.RsaHashedKeyGenParams)
-      : (crypto.subtle.generateKey(alg.gen, true, ["sign", "verify"]) as Promise<CryptoKeyPair>)
-  ).catch((e: Error) => {
-    throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${e.message}`);
+  const keys = await generateKeys(o).catch((e: unknown) => {
+    throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${errorMessage(e)}`, undefined, {
+      cause: e,
+    });
   });
-  keygen.catch(() => {}); // awaited below
-  // Let pending I/O (connections, probes) in before the x509 code's long synchronous load.
-  await new Promise<void>((r) => setImmediate(r));
-  const x509 = await loadX509();
-  const keys = await keygen;
-  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
-    // Istio's GenCSRTemplate: Organization [""], an empty PrintableString "O=" attribute.
-    name: "O=",
-    keys,
-    signingAlgorithm: alg.sign,
-    extensions: [new x509.SubjectAlternativeNameExtension([{ type: "url", value: spiffe }], true)],
-  });
+  const csrPem = await buildCsr(keys, spiffe);
   const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", keys.privateKey));
-  return { keyPem: privateKeyPem(pkcs8, o), csrPem: csr.toString("pem") + "\n" };
+  return { keyPem: privateKeyPem(pkcs8, o), csrPem };
 }
 
 /**
@@ -90,12 +62,12 @@ export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<
  * RSA generation blocks the event loop (~80 ms for 2048 bits measured here), which would stall the
  * agent's start and every socket it serves. The key is then imported into WebCrypto for signing.
  */
-async function rsaKeyPair(gen: webcrypto.RsaHashedKeyGenParams): Promise<CryptoKeyPair> {
+async function rsaKeyPair(modulusLength: number): Promise<CryptoKeyPair> {
   const { publicKey, privateKey } = await new Promise<{ publicKey: Buffer; privateKey: Buffer }>((resolve, reject) =>
     generateKeyPair(
       "rsa",
       {
-        modulusLength: gen.modulusLength,
+        modulusLength,
         publicExponent: 0x10001,
         publicKeyEncoding: { type: "spki", format: "der" },
         privateKeyEncoding: { type: "pkcs8", format: "der" },
@@ -103,7 +75,7 @@ async function rsaKeyPair(gen: webcrypto.RsaHashedKeyGenParams): Promise<CryptoK
       (err, pub, priv) => (err ? reject(err) : resolve({ publicKey: pub, privateKey: priv })),
     ),
   );
-  const params = { name: gen.name, hash: gen.hash } as webcrypto.RsaHashedImportParams;
+  const params: webcrypto.RsaHashedImportParams = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
   return {
     privateKey: await crypto.subtle.importKey("pkcs8", new Uint8Array(privateKey), params, true, ["sign"]),
     publicKey: await crypto.subtle.importKey("spki", new Uint8Array(publicKey), params, true, ["verify"]),

@@ -6,7 +6,7 @@
 import { createPrivateKey, randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { CaError } from "./errors.ts";
-import { loadX509 } from "./keygen.ts";
+import { loadX509 } from "./x509.ts";
 import type { CertificateSigner } from "./signer.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";

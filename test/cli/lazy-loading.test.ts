@@ -106,8 +106,9 @@ test("proxyless agent (istiod, local CA), settled: no iptables, local-mode, STS,
 
 // The CA client speaks gRPC over the agent's own HTTP/2 code: an agent whose certificates come from
 // istiod's CA (here a grpc-js fake CA over TLS, in the test's process) loads neither grpc-js nor a
-// protobuf schema library for it.
-test("proxyless agent with istiod's CA, certificates signed: the CA client loads no grpc-js or protobufjs", async () => {
+// protobuf schema library for it; and its CSR is written as DER by hand (src/ca/csr.ts), so it
+// loads no ASN.1 library either (@peculiar/x509 and its reflect-metadata, asn1js, tsyringe: 3.7 MiB).
+test("proxyless agent with istiod's CA, certificates signed: no grpc-js, protobufjs or x509 library", async () => {
   const ca = await FakeCa.start();
   try {
     mkdirSync(join(dir, "ca-client"), { recursive: true });
@@ -131,6 +132,10 @@ test("proxyless agent with istiod's CA, certificates signed: the CA client loads
     expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
     expect(mods).toContain("src/xds/unary.ts");
     expect(mods).not.toContain("src/ca/proto.ts");
+    for (const lib of ["@peculiar/", "reflect-metadata/", "asn1js/", "tsyringe/", "pvtsutils/", "tslib/"])
+      expect(under(mods, `node_modules/${lib}`)).toEqual([]);
+    expect(mods).not.toContain("src/ca/x509.ts");
+    expect(mods).toContain("src/ca/csr.ts");
   } finally {
     await ca.close();
   }

@@ -8,7 +8,7 @@ import { createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import * as grpcXds from "@grpc/grpc-js-xds";
 import { startGreeter } from "../../examples/greeter.ts";
-import { loadX509 } from "../../src/ca/keygen.ts";
+import { loadX509 } from "../../src/ca/x509.ts";
 import { AdsClient } from "./ads-client.ts";
 import { CLUSTER, LISTENER } from "./envoy-resources.ts";
 import { SPIFFE_ID, TERMINATION_DRAIN_MS, type Mode, type Scene } from "./modes.ts";

@@ -23,6 +23,25 @@ function describeCsr(pem: string): { key: string; subject: string; san: string }
 }
 
 /**
+ * The CSR's DER as `openssl asn1parse -i` reads it, one "depth class tag[:value]" per element, the
+ * bytes that differ between any two requests (key, signature) and the lengths left out: Istio's Go
+ * encoding and ours element by element (ours is written by hand, src/ca/csr.ts).
+ */
+function derStructure(pem: string): string[] {
+  const p = Bun.spawnSync(["openssl", "asn1parse", "-i"], { stdin: Buffer.from(pem), stdout: "pipe", stderr: "pipe" });
+  return p.stdout
+    .toString()
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) =>
+      l
+        .replace(/^\s*\d+:d=(\d+)\s+hl=\d+\s+l=\s*\d+\s+(prim|cons):\s*/, "$1 $2 ")
+        .replace(/\s+/g, " ")
+        .trim(),
+    );
+}
+
+/**
  * No known differences: the subject (Istio's empty Organization) and an empty `clusterid` header
  * without ISTIO_META_CLUSTER_ID, once reported here, are now Istio's on our side too.
  */
@@ -86,6 +105,7 @@ describeRequiring(
         expect(ours).toBeDefined();
         const view = (r: CsrRecord) => ({
           csr: describeCsr(r.request.csr),
+          der: derStructure(r.request.csr),
           validityDuration: r.request.validityDuration,
           metadata: Object.fromEntries(CALLER_METADATA.map((k) => [k, r.metadata[k]])),
         });
@@ -93,6 +113,8 @@ describeRequiring(
         const b = view(ours!);
         // Literals first: Istio's CA must see what we believe Istio sends, so an oracle change shows.
         expect(a.csr.subject).toBe("O =");
+        expect(a.der).toContain("7 prim BOOLEAN :255"); // the SAN extension is critical
+        expect(a.der.length).toBeGreaterThan(20);
         expect(a.metadata.clusterid).toEqual(["ISTIO_META_CLUSTER_ID" in extra ? String((extra as Record<string, string>).ISTIO_META_CLUSTER_ID) : ""]);
         expect(b).toEqual(a);
       }, 60_000);
