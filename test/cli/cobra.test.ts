@@ -44,7 +44,7 @@ describe("the CLI behaves like cobra's", () => {
     const r = await cli(["help"]);
     expect(r.out).toBe((await cli(["--help"])).out);
     expect(r.out).toContain(
-      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  help        Help about any command\n",
+      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  doctor      Checks what the agent would start with and reports each mistake with its fix\n  help        Help about any command\n",
     );
     expect(r.out).toContain("  wait        Waits until the Envoy proxy is ready\n");
   });
