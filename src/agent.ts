@@ -266,7 +266,12 @@ export class Agent {
       // The control-plane side: the relay towards istiod or, in local mode, towards the in-process
       // file-backed server (whose code is imported only then).
       const local = env.LOCAL_XDS_PATH
-        ? (await import("./local/upstream.ts")).createLocalSide(cfg, { log: sink.logger("localxds"), ...common, afterStart })
+        ? (await import("./local/upstream.ts")).createLocalSide(cfg, {
+            log: sink.logger("localxds"),
+            ...common,
+            afterStart,
+            ...(this.dns ? { nameTables: this.dns } : {}),
+          })
         : undefined;
       // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.
       const wasm = wasmFromConfig(cfg, { sink, registry: this.registry, now: this.now });

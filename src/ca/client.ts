@@ -4,6 +4,8 @@
 // `authorization: Bearer <token>` (token re-read per request); Istio's retries; the connection is
 // kept between CSRs, and after any failure it is dropped so the next dial re-reads a rotated root.
 
+import { parseRootBundle } from "./inspect.ts";
+import { missingRootHint } from "./options.ts";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { isIP } from "node:net";
@@ -120,11 +122,16 @@ export class IstioCaClient implements CertificateSigner {
       } catch (e) {
         throw new CaError(
           "config",
-          `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (set CA_ROOT_CA, or mount the istio-ca-root-cert configmap)`,
+          `CA root certificate ${o.rootCertPath}: ${errorMessage(e)} (${o.missingRootHint ?? missingRootHint(true, "CA_ROOT_CA")})`,
           undefined,
-          { cause: e },
+          {
+            cause: e,
+          },
         );
       }
+      // TLS would only say "Invalid CA", naming no file.
+      const bundle = parseRootBundle(o.rootCertPath, ca);
+      if ("error" in bundle) throw new CaError("config", `${bundle.error} (the CA connection's root; CA_ROOT_CA names another file)`);
     }
     let key: Buffer | undefined;
     let cert: Buffer | undefined;

@@ -14,6 +14,8 @@ export interface CaEnv {
   ISTIO_META_CLUSTER_ID: string;
   ISTIO_META_CERT_SIGNER: string;
   COMPLIANCE_POLICY?: string;
+  /** Set in every Kubernetes pod; unset on a VM (the missing-root hint differs). */
+  KUBERNETES_SERVICE_HOST?: string;
 }
 
 export interface CaClientOptions {
@@ -36,10 +38,23 @@ export interface CaClientOptions {
   csrMetadata?: Record<string, string>;
   /** COMPLIANCE_POLICY, applied to the TLS connection. */
   compliancePolicy?: string;
+  /** What to do when the root file is missing, for this host (a pod or a VM). */
+  missingRootHint?: string;
 }
 
 export const MESH_ROOT_CERT_PATH = "./var/run/secrets/istio/root-cert.pem";
 export const ETC_CERTS_ROOT_PATH = "./etc/certs/root-cert.pem";
+
+/**
+ * What to do about a missing root certificate, where the agent runs: a pod mounts it from the
+ * istio-ca-root-cert configmap; a VM has it in PROV_CERT (istio-start.sh: /etc/certs). `variable`
+ * is the setting that names another root file (CA_ROOT_CA or XDS_ROOT_CA).
+ */
+export function missingRootHint(onKubernetes: boolean, variable: string): string {
+  return onKubernetes
+    ? `set ${variable}, or mount the istio-ca-root-cert configmap`
+    : `on a VM: put the mesh's root-cert.pem in the PROV_CERT directory (istio-start.sh sets PROV_CERT=/etc/certs), or set ${variable}`;
+}
 
 /** Host part of host:port (brackets removed for IPv6). */
 export function hostOf(address: string): string {
@@ -80,6 +95,7 @@ export function caClientOptions(env: CaEnv, rawEnv: Readonly<Record<string, stri
   if (tls) {
     const r = rootCertForCa(env);
     opts.rootCertPath = r === "SYSTEM" ? r : abs(r);
+    opts.missingRootHint = missingRootHint(Boolean(env.KUBERNETES_SERVICE_HOST), "CA_ROOT_CA");
     opts.rootMustExist = r !== "SYSTEM" && (env.CA_ROOT_CA !== "" || env.PILOT_CERT_PROVIDER === "custom" || env.PROV_CERT === "");
     opts.serverName = env.CA_ADDR === "" && env.ISTIOD_SAN !== "" ? env.ISTIOD_SAN : hostOf(address);
     if (env.PROV_CERT !== "") {

@@ -50,6 +50,13 @@ export const COMMAND_TREE: readonly CommandInfo[] = [
     inheritsGlobals: true,
   },
   {
+    name: "doctor",
+    short: "Checks what the agent would start with and reports each mistake with its fix",
+    use: "doctor [sidecar|router]",
+    flags: async () => [...(await import("./proxyflags.ts")).PROXY_FLAGS, ...(await import("./doctor.ts")).DOCTOR_FLAGS],
+    inheritsGlobals: true,
+  },
+  {
     name: "help",
     short: "Help about any command",
     long: `Help provides help for any command in the application.\nSimply type ${PROGRAM} help [path to command] for full details.`,

@@ -7,7 +7,7 @@
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { CliError, type CliIO } from "./io.ts";
-import { localRequest } from "./localhttp.ts";
+import { localRequest } from "../lib/localhttp.ts";
 import type { RequestSender } from "./request.ts";
 
 export const DEFAULT_STATUS_PORT = 15020;

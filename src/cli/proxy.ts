@@ -3,67 +3,22 @@
 // SIGTERM/SIGINT (a second signal skips the graceful wait).
 
 import { lookup } from "node:dns/promises";
-import { existsSync } from "node:fs";
-import { networkInterfaces, cpus } from "node:os";
-import { resolve } from "node:path";
 import { parseFlags, formatFlagHelp, FlagError, type FlagSpec } from "../lib/flags.ts";
 import { GLOBAL_FLAGS, logSinkFromFlags } from "./global.ts";
+import { PROXY_FLAGS } from "./proxyflags.ts";
 import { CliError, type CliIO } from "./io.ts";
-import { loadAgentConfig, ConfigError, PROXY_TYPES } from "../config/load.ts";
+import { PROXY_TYPES } from "../config/load.ts";
+import { loadConfigUnder, realHost, type ConfigHost } from "./loadconfig.ts";
 import type { ProxyFlags } from "../config/agentconfig.ts";
 import { PROXY_ENV } from "../config/env.ts";
 import { formatEnvHelp, type EnvDecl } from "../config/envdecl.ts";
 import { proxyConfigYaml } from "../config/redact.ts";
-import { parseDownwardApi } from "../config/downward.ts";
 import { resolveStatsdAddress, type IpLookup } from "../config/statsd.ts";
 import { buildInfo } from "../version.ts";
 import { Agent } from "../agent.ts";
 import { ComponentError } from "../lib/component.ts";
-import type { InterfaceTable } from "../config/node.ts";
-import { readBoundedTextSync } from "../lib/boundedfile.ts";
 
-export const PROXY_FLAGS: FlagSpec[] = [
-  { name: "domain", type: "string", default: "", usage: "DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local" },
-  {
-    name: "meshConfig",
-    type: "string",
-    default: "./etc/istio/config/mesh",
-    usage:
-      "File name for Istio mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.istio.io/config annotation.",
-  },
-  { name: "stsPort", type: "int", default: 0, usage: "HTTP Port on which to serve Security Token Service (STS). If zero, STS service will not be provided." },
-  {
-    name: "tokenManagerPlugin",
-    type: "string",
-    default: "",
-    usage: "Token provider specific plugin name (empty: GoogleTokenExchange, for the --stsPort service).",
-  },
-  { name: "serviceCluster", type: "string", default: "istio-proxy", usage: "Service cluster (deprecated; ProxyConfig.serviceCluster wins)" },
-  {
-    name: "proxyLogLevel",
-    type: "string",
-    default: "warning",
-    usage:
-      "The log level used to start the Envoy proxy (choose from {trace, debug, info, warning, error, critical, off}). Level may also include one or more scopes, such as 'info,misc:error,upstream:debug'",
-  },
-  {
-    name: "proxyComponentLogLevel",
-    type: "string",
-    default: "",
-    usage: "The component log level used to start the Envoy proxy. Deprecated, use proxyLogLevel instead",
-  },
-  { name: "concurrency", type: "int", default: 0, usage: "number of worker threads to run (legacy; prefer ProxyConfig.concurrency)" },
-  { name: "templateFile", type: "string", default: "", usage: "Go template bootstrap config" },
-  { name: "outlierLogPath", type: "string", default: "", usage: "The log path for outlier detection" },
-  { name: "profiling", type: "bool", default: true, usage: "Enable profiling via web interface host:port/debug/pprof/." },
-  {
-    name: "localXdsPath",
-    type: "string",
-    default: "",
-    usage: "Beyond Istio: serve xDS from this YAML/JSON file instead of dialing istiod (local mode)",
-    env: "LOCAL_XDS_PATH",
-  },
-];
+export { PROXY_FLAGS };
 
 export function proxyHelp(): string {
   return [
@@ -98,17 +53,9 @@ export function flagLines(values: Record<string, unknown>, specs: readonly FlagS
     });
 }
 
-export interface ProxyHost {
-  interfaces(): InterfaceTable;
-  cpuCount(): number;
-  uid(): number;
-}
+export type ProxyHost = ConfigHost;
 
-export const realHost: ProxyHost = {
-  interfaces: () => networkInterfaces() as InterfaceTable,
-  cpuCount: () => cpus().length,
-  uid: () => (typeof process.getuid === "function" ? process.getuid() : 0),
-};
+export { realHost };
 
 export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = realHost): Promise<number> {
   let parsed;
@@ -132,28 +79,7 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
   const info = buildInfo();
   const root = io.cwd;
 
-  let loaded;
-  try {
-    loaded = loadAgentConfig({
-      type: parsed.positionals[0] ?? "sidecar",
-      flags,
-      env: flags.localXdsPath ? { ...io.env, LOCAL_XDS_PATH: flags.localXdsPath } : io.env,
-      readFile: (p, maxBytes) => {
-        const abs = resolve(root, p);
-        if (!existsSync(abs)) return undefined;
-        return readBoundedTextSync(abs, maxBytes);
-      },
-      parseDownward: parseDownwardApi,
-      interfaces: host.interfaces(),
-      cpuCount: host.cpuCount(),
-      root,
-      uid: host.uid(),
-      version: info.istioVersion,
-    });
-  } catch (e) {
-    if (e instanceof ConfigError) throw new CliError(e.message);
-    throw e;
-  }
+  const loaded = loadConfigUnder(root, parsed.positionals[0] ?? "sidecar", flags, io.env, host, info.istioVersion);
   const { config } = loaded;
   log.info(`Version ${info.version}-${info.revision}-${info.status} (${info.runtime}; Istio ${info.istioVersion} at ${info.istioCommit})`);
   log.debug(`configuration loaded ${(process.uptime() * 1000).toFixed(1)}ms after process start`);
@@ -200,7 +126,9 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     await agent.start(stop.signal).catch((e: unknown) => {
       if (!(e instanceof ComponentError)) throw e;
     });
-    return await agent.done;
+    const code = await agent.done;
+    log.info(`agent exit code ${code}`);
+    return code;
   } finally {
     clearInterval(keepAlive);
     unsubscribe?.();

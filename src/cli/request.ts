@@ -6,7 +6,7 @@
 
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
-import { localRequest, type LocalRequest, type LocalResponse } from "./localhttp.ts";
+import { localRequest, type LocalRequest, type LocalResponse } from "../lib/localhttp.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export const ALLOWED_DEBUG_PORTS = [15000, 15004, 15020, 15021];

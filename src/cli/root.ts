@@ -64,6 +64,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       }
       case "completion":
         return await runCompletion(stripGlobals(rest, io), io);
+      case "doctor":
+        return await (await import("./doctor.ts")).runDoctorCommand(stripGlobals(rest, io), io);
       case "help": {
         const topic = positionalsOf(rest);
         if (topic.length === 0) {

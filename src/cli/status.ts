@@ -7,7 +7,7 @@
 import { parseFlags, type FlagSpec } from "../lib/flags.ts";
 import type { ConfigDump } from "../debug/configdump.ts";
 import { CliError, type CliIO } from "./io.ts";
-import { localRequest } from "./localhttp.ts";
+import { localRequest } from "../lib/localhttp.ts";
 import type { RequestSender } from "./request.ts";
 import { askAgent, formatAs, PORT_FLAG } from "./debug.ts";
 

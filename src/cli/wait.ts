@@ -23,7 +23,7 @@ export async function runWait(argv: string[], io: CliIO, log: Logger, fetchImpl:
   const url = values.url as string;
   if (period <= 0) throw new CliError(`--periodMillis must be positive, got ${period}`);
   if (requestTimeout <= 0) throw new CliError(`--requestTimeoutMillis must be positive, got ${requestTimeout}`);
-  log.info(`Waiting for Envoy proxy to be ready (timeout: ${timeoutSeconds} seconds)...`);
+  log.info(`Waiting for Envoy proxy to be ready at ${url} (timeout: ${timeoutSeconds} seconds)...`);
   const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
   let lastError = "<nil>";
   for (;;) {
@@ -41,5 +41,5 @@ export async function runWait(argv: string[], io: CliIO, log: Logger, fetchImpl:
     }
     log.debug(`Not ready yet: ${lastError}`);
   }
-  throw new CliError(`timeout waiting for Envoy proxy to become ready. Last error: ${lastError}`);
+  throw new CliError(`timeout waiting for Envoy proxy to become ready at ${url}. Last error: ${lastError}`);
 }

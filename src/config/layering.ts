@@ -137,7 +137,7 @@ export function parseLayer(input: LayerInput, warnings?: string[]): Record<strin
     for (const w of parserWarnings) warnings?.push(`${input.origin}: ${w}`);
   } catch (e) {
     const msg = errorMessage(e).split("\n")[0];
-    throw new ConfigError(`${input.origin}: malformed YAML/JSON: ${msg}`);
+    throw new ConfigError(`${input.origin}: malformed YAML/JSON${whereInText(input.text, e)}: ${msg}`);
   }
   if (doc === null || doc === undefined) return undefined;
   if (typeof doc !== "object" || Array.isArray(doc)) {
@@ -153,6 +153,17 @@ export function parseLayer(input: LayerInput, warnings?: string[]): Record<strin
     fragment = dc as Record<string, unknown>;
   }
   return normalise(fragment, input.origin) as Record<string, unknown>;
+}
+
+/** ` at line L, column C` of a YAML error's offset (the `yaml` package's `pos`), or "" without one. */
+export function whereInText(text: string, e: unknown): string {
+  const pos = (e as { pos?: unknown })?.pos;
+  const offset = Array.isArray(pos) && typeof pos[0] === "number" ? Math.min(Math.max(pos[0], 0), text.length) : undefined;
+  if (offset === undefined) return "";
+  const before = text.slice(0, offset);
+  const line = before.split("\n").length;
+  const column = offset - (before.lastIndexOf("\n") + 1) + 1;
+  return ` at line ${line}, column ${column}`;
 }
 
 /** Apply the layers in order over Istio's defaults. */

@@ -67,6 +67,11 @@ export function loadAgentConfig(inputs: LoadInputs): Loaded {
     (env as { COMPLIANCE_POLICY: string }).COMPLIANCE_POLICY = implied;
     notes.push(`GODEBUG=${env.GODEBUG}: COMPLIANCE_POLICY=${implied} applies`);
   }
+  if (env.TRUST_DOMAIN.trim() === "") {
+    warnings.push(
+      `TRUST_DOMAIN is empty: the workload identity would be spiffe:///ns/${env.POD_NAMESPACE || "<namespace>"}/sa/${env.SERVICE_ACCOUNT || "<service account>"}; set TRUST_DOMAIN (cluster.env on a VM) to the mesh's trust domain, e.g. cluster.local`,
+    );
+  }
   const compliance = compliancePolicyProblem(env.COMPLIANCE_POLICY);
   if (compliance) warnings.push(compliance);
 

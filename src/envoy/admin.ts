@@ -9,7 +9,7 @@
 
 import { drainListenersPath } from "./drainplan.ts";
 import { EnvoyError } from "./errors.ts";
-import { localRequest } from "../cli/localhttp.ts";
+import { localRequest } from "../lib/localhttp.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export interface EnvoyAdmin {

@@ -470,7 +470,8 @@ export class EnvoySupervisor implements Component, LifecycleControl {
         this.log.warn(`Failed to delete config file ${f}: ${errorMessage(err)}`, ids({ path: f }));
       }
     }
-    this.log.info(`envoy supervisor done; agent exit code ${this.exitCode}`);
+    // The agent's own exit code may differ (255 for a start failure): src/cli/proxy.ts logs that one.
+    this.log.info(`envoy supervisor done; Envoy exit code ${this.exitCode}`);
     this.resolveExited(this.exitCode);
   }
 }

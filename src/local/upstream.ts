@@ -2,6 +2,7 @@
 // upstream the relay dials it through, over loopback in plaintext, exactly as it would dial
 // istiod. Imported by the composition root only when LOCAL_XDS_PATH is set.
 
+import type { NameTableSink } from "../lib/interfaces.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import type { Component } from "../lib/component.ts";
 import type { Logger } from "../lib/log.ts";
@@ -26,7 +27,7 @@ export interface LocalSide {
 
 export function createLocalSide(
   cfg: AgentConfig,
-  deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown> },
+  deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown>; nameTables?: NameTableSink },
 ): LocalSide | undefined {
   const server = createLocalXds(cfg, {
     log: deps.log,
@@ -36,6 +37,13 @@ export function createLocalSide(
     ...(deps.afterStart ? { initAfter: deps.afterStart } : {}),
   });
   if (!server) return undefined;
+  if (deps.nameTables) {
+    // No istiod, so no NDS: the DNS proxy's readiness would wait for a table forever.
+    deps.log.warn(
+      `local mode: ${cfg.env.LOCAL_XDS_PATH} carries no DNS name table (istiod sends it over NDS); the DNS proxy (ISTIO_META_DNS_CAPTURE=true) starts with an empty table and forwards every query to the host's resolvers. Set ISTIO_META_DNS_CAPTURE=false to leave DNS uncaptured`,
+    );
+    deps.nameTables.updateNameTable(new Uint8Array(0));
+  }
   const upstream = new LocalUpstream(cfg, server);
   return { upstream, describe: upstream.describe, component: server };
 }

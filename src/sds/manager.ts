@@ -5,6 +5,7 @@
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
 // the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
 
+import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
 import { existsSync } from "node:fs";
 import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
@@ -101,7 +102,7 @@ export class SecretManager implements Component, TrustBundleSink {
         rotation: o.rotation,
         debounceMs: o.debounceMs,
         ...(filesOnly ? {} : { workloadFiles: o.workloadFiles }),
-        ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode) } : {}),
+        ...(o.outputDir && !filesOnly ? { output: new OutputCertsWriter(o.outputDir, o.outputMode, o.signer.kind === "local") } : {}),
         ...(o.crlPath ? { crlPath: o.crlPath } : {}),
       },
       {
@@ -164,7 +165,7 @@ export class SecretManager implements Component, TrustBundleSink {
         if (s.ca.tls && s.ca.rootMustExist && root && root !== "SYSTEM" && !existsSync(root)) {
           throw new CaError(
             "config",
-            `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: mount the istio-ca-root-cert configmap, set CA_ROOT_CA, or use a :15010 plaintext CA_ADDR)`,
+            `root CA file for CA does not exist ${root} (CA_ADDR ${s.ca.address}: ${s.ca.missingRootHint ?? "set CA_ROOT_CA"}, or use a :15010 plaintext CA_ADDR)`,
           );
         }
         const retries = this.metrics.outgoingRetries;
@@ -175,6 +176,8 @@ export class SecretManager implements Component, TrustBundleSink {
         else if (s.ca.rootCertPath === "SYSTEM" || !s.ca.rootCertPath) log.info(`Using CA ${s.ca.address} cert with system certs`);
         else log.info(`Using CA ${s.ca.address} cert with certs: ${s.ca.rootCertPath}`);
         log.info(`CA client: ${s.ca.address} (${s.ca.tls ? `TLS, root ${s.ca.rootCertPath}, server name ${s.ca.serverName}` : "plaintext"})`);
+        // A missing or expired token is otherwise silent while the CA is unreachable.
+        if (!this.deps.tokens && ["", "JWT"].includes(s.credentialFetcher.trim())) await this.warnAboutToken(s.tokenPath);
         return lazySigner("istiod", async () => {
           const { IstioCaClient } = await import("../ca/client.ts");
           return new IstioCaClient(s.ca, {
@@ -186,6 +189,25 @@ export class SecretManager implements Component, TrustBundleSink {
         });
       }
     }
+  }
+
+  /** Warn when the CA's token file is missing, empty, not a JWT or past its `exp` (the token never logged). */
+  private async warnAboutToken(path: string): Promise<void> {
+    let text: string | undefined;
+    try {
+      text = await readBoundedText(path, { maxBytes: FILE_LIMITS.token });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+        this.deps.log.warn(`token file ${path} cannot be read: ${errorMessage(e)}; the CA will refuse certificate requests`);
+        return;
+      }
+    }
+    const { tokenProblem } = await import("../ca/inspect.ts");
+    const problem = tokenProblem(path, text, this.clock.now());
+    if (problem)
+      this.deps.log.warn(
+        `${problem}: the CA will refuse certificate requests (on a VM, copy the istio-token made by \`istioctl x workload entry configure\` there)`,
+      );
   }
 
   /** Generate `default` then `ROOTCA`, retrying forever with backoff until both succeed. */

@@ -8,6 +8,8 @@ import { resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { withPrefix } from "../config/envdecl.ts";
 import { XdsError } from "./errors.ts";
+import { parseRootBundle } from "../ca/inspect.ts";
+import { missingRootHint } from "../ca/options.ts";
 
 export const DEFAULT_ROOT_CERT = "./var/run/secrets/istio/root-cert.pem";
 export const LEGACY_ROOT_CERT = "./etc/certs/root-cert.pem";
@@ -22,6 +24,8 @@ export interface RootInputs {
   /** proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT (with FILE_MOUNTED_CERTS). */
   mountedRootCert: string;
   pilotCertProvider: string;
+  /** KUBERNETES_SERVICE_HOST is set (a pod, not a VM): which hint a missing root gets. */
+  onKubernetes?: boolean;
   exists(path: string): boolean;
 }
 
@@ -44,7 +48,7 @@ export function chooseXdsRoot(i: RootInputs): RootChoice {
     return mustExist(i.mountedRootCert, "proxyMetadata ISTIO_META_TLS_CLIENT_ROOT_CERT");
   }
   if (i.pilotCertProvider === "none") throw new XdsError("tls", "PILOT_CERT_PROVIDER=none but the istiod connection needs a root CA (set XDS_ROOT_CA)");
-  return mustExist(DEFAULT_ROOT_CERT, "mount the istio-ca-root-cert configmap, set XDS_ROOT_CA, or set controlPlaneAuthPolicy NONE");
+  return mustExist(DEFAULT_ROOT_CERT, `${missingRootHint(i.onKubernetes ?? true, "XDS_ROOT_CA")}, or set controlPlaneAuthPolicy NONE`);
 }
 
 export function splitHostPort(addr: string): { host: string; port: number } {
@@ -116,6 +120,7 @@ export function dialConfigFrom(cfg: AgentConfig, files: FileReader): UpstreamDia
       fileMountedCerts: cfg.env.FILE_MOUNTED_CERTS,
       mountedRootCert: meta["ISTIO_META_TLS_CLIENT_ROOT_CERT"] ?? "",
       pilotCertProvider: cfg.env.PILOT_CERT_PROVIDER,
+      onKubernetes: cfg.env.KUBERNETES_SERVICE_HOST !== "",
       exists: (p) => files.exists(abs(p)),
     });
     let clientCert: TlsDialConfig["clientCert"];
@@ -153,6 +158,9 @@ export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date):
   if (t.root.kind === "file") {
     const ca = files.read(t.root.path);
     if (!ca || ca.length === 0) throw new XdsError("tls", `root CA ${t.root.path} for the istiod connection does not exist or is empty`);
+    // TLS would only say "Invalid CA", naming no file.
+    const bundle = parseRootBundle(t.root.path, ca);
+    if ("error" in bundle) throw new XdsError("tls", `${bundle.error} (the istiod connection's root)`);
     out.ca = ca;
   }
   if (t.clientCert) {

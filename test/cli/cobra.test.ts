@@ -44,9 +44,8 @@ describe("the CLI behaves like cobra's", () => {
     const r = await cli(["help"]);
     expect(r.out).toBe((await cli(["--help"])).out);
     expect(r.out).toContain(
-      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  debug       Prints the agent's own state or log levels from its status port\n",
+      "Available Commands:\n  completion  Generate the autocompletion script for the specified shell\n  debug       Prints the agent's own state or log levels from its status port\n  doctor      Checks what the agent would start with and reports each mistake with its fix\n  help        Help about any command\n",
     );
-    expect(r.out).toContain("  help        Help about any command\n");
     expect(r.out).toContain("  status      Shows the agent's identity, istiod connection, xDS streams and readiness\n");
     expect(r.out).toContain("  wait        Waits until the Envoy proxy is ready\n");
   });

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { runDebug } from "../../src/cli/debug.ts";
 import type { CliIO } from "../../src/cli/io.ts";
-import type { LocalRequest, LocalResponse } from "../../src/cli/localhttp.ts";
+import type { LocalRequest, LocalResponse } from "../../src/lib/localhttp.ts";
 import { humanSeconds, runStatus } from "../../src/cli/status.ts";
 
 function io() {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, type Server } from "node:net";
 import { runRequest } from "../../src/cli/request.ts";
-import { localRequest, parseResponse } from "../../src/cli/localhttp.ts";
+import { localRequest, parseResponse } from "../../src/lib/localhttp.ts";
 import type { CliIO } from "../../src/cli/io.ts";
 
 // A raw TCP server stands in for Envoy's admin port: it records the request bytes exactly as they

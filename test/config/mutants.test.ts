@@ -86,7 +86,7 @@ describe("parseLayer", () => {
   test("malformed text names the origin and gives the parser's first line only", () => {
     const e = thrown(() => parseLayer(anno("a: [1, 2")));
     expect(e).toBeInstanceOf(ConfigError);
-    expect(e.message.startsWith("annotation proxy.istio.io/config: malformed YAML/JSON: ")).toBe(true);
+    expect(e.message.startsWith("annotation proxy.istio.io/config: malformed YAML/JSON at line 1, column 9: ")).toBe(true);
     expect(e.message).not.toContain("\n");
   });
 
@@ -238,11 +238,11 @@ describe("layering: the remaining edges", () => {
     expect(thrown(() => parseLayer(env("5"))).name).toBe("ConfigError");
   });
 
-  test("a malformed layer's message is the YAML parser's own first line, without its position", () => {
-    // The text after the prefix is what the yaml library says for this input with prettyErrors off,
-    // and its error code.
+  test("a malformed layer's message is the YAML parser's own first line, with the line and column", () => {
+    // The text after the position is what the yaml library says for this input with prettyErrors off,
+    // and its error code; column 4 is where the nested mapping `b:` starts.
     expect(thrown(() => parseLayer(env("a: b: c"))).message).toBe(
-      "PROXY_CONFIG: malformed YAML/JSON: Nested mappings are not allowed in compact mappings (BLOCK_AS_IMPLICIT_KEY)",
+      "PROXY_CONFIG: malformed YAML/JSON at line 1, column 4: Nested mappings are not allowed in compact mappings (BLOCK_AS_IMPLICIT_KEY)",
     );
   });
 

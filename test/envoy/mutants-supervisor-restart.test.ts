@@ -62,7 +62,7 @@ describe("on-failure", () => {
     expect(err).toBeInstanceOf(EnvoyError);
     expect(err.message).toBe("Envoy exited on its own (exit code 3)");
     expect((err as EnvoyError).op).toBe("exit");
-    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 3");
+    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; Envoy exit code 3");
   });
 
   test("restarts older than the window no longer count: the backoff starts over", async () => {

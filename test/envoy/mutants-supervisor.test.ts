@@ -144,7 +144,7 @@ describe("graceful shutdown", () => {
     expect(f!.has("info Envoy (pid 1001) exited normally")).toBe(true);
     expect(f!.fields("Envoy (pid 1001) exited normally")).toEqual({ pid: 1001 });
     expect(f!.has("info envoy: stopping -> exited (Envoy epoch 0 ended: exit code 0)")).toBe(true);
-    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
+    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; Envoy exit code 0");
     expect(existsSync(f!.bootstrap)).toBe(false);
     await until(() => f!.clock.pending() === 0, "the SIGKILL grace timer cancelled once Envoy exited");
     expect(await settled(f!.sup.failed)).toBe(false); // asked to stop: not a failure
@@ -346,7 +346,7 @@ describe("the end", () => {
       expect(f!.lines().some((l) => l.startsWith(`warn Failed to delete config file ${blocked}: `))).toBe(true);
       expect(f!.fields(`Failed to delete config file ${blocked}: `)).toEqual({ path: blocked });
       expect(existsSync(after)).toBe(false);
-      expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
+      expect(f!.lines().at(-1)).toBe("info envoy supervisor done; Envoy exit code 0");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -355,7 +355,7 @@ describe("the end", () => {
   test("a cleanup file already gone is no warning", async () => {
     await running({ options: { cleanupFiles: ["/nonexistent/envoy-rev.json"] } });
     await f!.sup.shutdown({ immediate: true });
-    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; agent exit code 0");
+    expect(f!.lines().at(-1)).toBe("info envoy supervisor done; Envoy exit code 0");
     expect(f!.lines().some((l) => l.startsWith("warn"))).toBe(false);
   });
 
