@@ -119,7 +119,8 @@ function suite(target: Target): void {
           ads.request(LISTENER);
         });
         const got = await Promise.race([first, Bun.sleep(RUN_MS).then(() => undefined)]);
-        expect(got && { typeUrl: got.typeUrl, resources: got.resources, problem: got.problem }).toEqual({
+        if (!got) throw new Error(`${target.name}: no xDS answer within ${RUN_MS} ms; exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
+        expect({ typeUrl: got.typeUrl, resources: got.resources, problem: got.problem }).toEqual({
           typeUrl: LISTENER,
           resources: 1,
           problem: undefined,
