@@ -21,12 +21,13 @@ export function privateLoopbackNet(): string {
   return `127.${50 + Math.floor(Math.random() * 150)}.${1 + Math.floor(Math.random() * 250)}`;
 }
 
-/** A fake istiod that answers LDS and sends the NameTable with MESH_NAME once the agent asks. */
-export async function nameTableIstiod(pki: TestPki): Promise<FakeIstiod> {
+/** A fake istiod that answers LDS and sends a NameTable (MESH_NAME alone by default) once the agent asks. */
+export async function nameTableIstiod(
+  pki: TestPki,
+  names: Record<string, unknown> = { [MESH_NAME]: nameInfo({ ips: [MESH_IP], registry: "Kubernetes", shortname: "greeter", namespace: "demo" }) },
+): Promise<FakeIstiod> {
   const istiod = new FakeIstiod({ pki });
-  const table = Buffer.from(
-    nameTableCodec().encode({ table: { [MESH_NAME]: nameInfo({ ips: [MESH_IP], registry: "Kubernetes", shortname: "greeter", namespace: "demo" }) } }),
-  );
+  const table = Buffer.from(nameTableCodec().encode({ table: names } as never));
   // The agent adds the NameTable subscription on Envoy's first Listener request, as Istio's does.
   istiod.onStream = (s) => {
     let sent = false;

@@ -16,7 +16,7 @@ import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts
 import { Relay } from "../e2e/mesh.ts";
 import type { Pod } from "../e2e/pod.ts";
 import { startProxylessPod } from "./proxyless-pod.ts";
-import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
+import { CDS, EnvoyClient, versionOf } from "../xds/harness.ts";
 
 const LONG = process.env.FAULTS_LONG === "1";
 const CYCLES = LONG ? 10 : 6;
@@ -64,10 +64,6 @@ afterAll(async () => {
   pod?.box.cleanup();
   rmSync(work, { recursive: true, force: true });
 });
-
-function versionOf(b: Buffer): string {
-  return (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
-}
 
 describe("istiod absent, then flapping (compiled agent)", () => {
   test("absent at start: the stream ends UNAVAILABLE naming the dial failure, the agent keeps serving", async () => {

@@ -13,7 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 import type { Pod } from "../e2e/pod.ts";
 import { startProxylessPod } from "./proxyless-pod.ts";
-import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
+import { CDS, EnvoyClient, versionOf } from "../xds/harness.ts";
 
 /** Past the agent's 5 s dial deadline (src/xds/upstream-config.ts). */
 const SLOW_MS = 6500;
@@ -79,10 +79,6 @@ afterAll(async () => {
   pod?.box.cleanup();
   rmSync(work, { recursive: true, force: true });
 });
-
-function versionOf(b: Buffer): string {
-  return (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
-}
 
 describe("istiod slow to answer, the agent held while dialing (compiled agent)", () => {
   test(`istiod's first message ${SLOW_MS} ms after the stream opened (past the 5 s dial deadline) reaches Envoy; the stream stays open`, async () => {

@@ -13,8 +13,8 @@ import { describeRequiring } from "../support/requires.ts";
 import { freePort, startPod, until, type Pod } from "../e2e/pod.ts";
 import { EnvoyClient, LDS } from "../xds/harness.ts";
 import { dig } from "../dns/helpers.ts";
-import { nameInfo, nameTableCodec } from "../../src/dns/nametable.ts";
-import { NAME_TABLE_TYPE } from "../../src/xds/types.ts";
+import { nameInfo } from "../../src/dns/nametable.ts";
+import { nameTableIstiod } from "./dns-pod.ts";
 import { expectStatusBounds, startStatusProber } from "./status-prober.ts";
 
 const QUERIES = Number(process.env.FAULTS_LOAD_DNS ?? 200_000);
@@ -77,22 +77,9 @@ describeRequiring({ tools: ["dig", "openssl"], apt: ["dnsutils", "openssl"] }, "
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "agent-faults-loaddns-"));
     pki = makeTestPki(join(work, "pki"));
-    istiod = new FakeIstiod({ pki });
     const table: Record<string, unknown> = {};
     for (let i = 0; i < NAMES; i++) table[nameOf(i)] = nameInfo({ ips: [ipOf(i)], registry: "Kubernetes", shortname: `svc${i}`, namespace: "demo" });
-    const encoded = Buffer.from(nameTableCodec().encode({ table } as never));
-    istiod.onStream = (s) => {
-      let sent = false;
-      s.call.on("data", () => {
-        const r = s.requests[s.requests.length - 1]!;
-        if (r.typeUrl === LDS && !r.responseNonce) s.send({ typeUrl: LDS, versionInfo: "1", resources: [] });
-        if (r.typeUrl === NAME_TABLE_TYPE && !sent) {
-          sent = true;
-          s.send({ typeUrl: NAME_TABLE_TYPE, versionInfo: "1", resources: [{ typeUrl: NAME_TABLE_TYPE, value: encoded }] });
-        }
-      });
-    };
-    await istiod.start();
+    istiod = await nameTableIstiod(pki, table);
     port = await freePort();
     pod = await startPod({
       env: {

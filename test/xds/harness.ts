@@ -158,6 +158,11 @@ export class EnvoyClient {
   }
 }
 
+/** The version_info of an encoded DiscoveryResponse, read with Envoy's own protos. */
+export function versionOf(b: Buffer): string {
+  return (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
+}
+
 export const LDS = "type.googleapis.com/envoy.config.listener.v3.Listener";
 export const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 
