@@ -14,6 +14,9 @@ const worker = () => {
   const a = new Int32Array(new SharedArrayBuffer(4));
   for (let i = 0; i < 40; i++) Atomics.wait(a, 0, 0, 5);
   postMessage("waited");
+  // Alive until terminated: a worker whose script has ended with nothing pending may exit at once,
+  // before the test has looked for its thread (seen on an idle machine).
+  setInterval(() => {}, 1 << 30);
 };
 console.log("ready");
 await Bun.sleep(300);
@@ -43,6 +46,7 @@ test("a thread that starts and ends inside the window is counted, and its switch
   const file = join(tmpdir(), `switch-counter-child-${process.pid}.ts`);
   await Bun.write(file, CHILD);
   const child = Bun.spawn([process.execPath, file], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  let counter: ReturnType<typeof switchCounter> | undefined;
   try {
     const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
     let out = "";
@@ -55,7 +59,7 @@ test("a thread that starts and ends inside the window is counted, and its switch
     };
     await until("ready");
     const before = wakeups(child.pid);
-    const counter = switchCounter(child.pid, 20);
+    counter = switchCounter(child.pid, 20);
     await until("waited");
     // One reading while the worker thread lives, whatever the machine's load did to the interval:
     // its (at least 40) switches are in it.
@@ -68,13 +72,26 @@ test("a thread that starts and ends inside the window is counted, and its switch
     for (let i = 0; i < 60 && workerThreadAlive(child.pid); i++) await Bun.sleep(50);
     expect(workerThreadAlive(child.pid)).toBe(false);
     const counted = counter.stop();
+    counter = undefined;
     const plainDifference = wakeups(child.pid) - before;
     // A difference of two sums loses the ended worker thread's (at least 40) switches; the
     // counter keeps them on top of what every thread still alive did.
     expect(counted - plainDifference).toBeGreaterThanOrEqual(40);
   } finally {
+    // A failed expectation must not leave the sampling timer reading a process that is gone: it
+    // threw in later files and took a whole file's tests with it ("Cannot call describe() after
+    // the test run has completed").
+    if (counter) clearCounter(counter);
     child.kill("SIGKILL");
     await child.exited;
     await Bun.file(file).delete();
   }
 });
+
+function clearCounter(c: ReturnType<typeof switchCounter>): void {
+  try {
+    c.stop();
+  } catch {
+    // the child may already be gone; stopping is all that matters here
+  }
+}
