@@ -189,8 +189,10 @@ export function appProbeSuite(listen?: (onError: (message: string) => void) => S
 
   describe("tcpSocket and grpc app probes", () => {
     test("tcp: open is 200 from 127.0.0.6, refused is 500", async () => {
+      const before = tcp.remotes.length;
       expect((await probe("/app-health/tcp/livez")).status).toBe(200);
-      expect(tcp.remotes.at(-1)).toBe("127.0.0.6");
+      await tcp.accepted(before + 1);
+      expect(tcp.remotes[before]).toBe("127.0.0.6");
       expect((await probe("/app-health/tcpdown/livez")).status).toBe(500);
     });
 

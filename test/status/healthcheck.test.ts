@@ -176,8 +176,10 @@ describe("WorkloadHealthChecker", () => {
     healthy = false;
     expect(await check({ kind: "httpGet", host: "127.0.0.1", port: app.port, path: "/ready", scheme: "http", headers: [] })).toMatch(/answered 500$/);
 
+    const before = tcp.remotes.length;
     expect(await check({ kind: "tcpSocket", host: "127.0.0.1", port: tcp.port })).toBeUndefined();
-    expect(tcp.remotes.at(-1)).toBe("127.0.0.6");
+    await tcp.accepted(before + 1);
+    expect(tcp.remotes[before]).toBe("127.0.0.6");
     expect(await check({ kind: "tcpSocket", host: "127.0.0.1", port: down })).toMatch(/ECONNREFUSED/);
 
     expect(await check({ kind: "grpc", host: "127.0.0.1", port: grpc.port, service: "" })).toBeUndefined();

@@ -96,13 +96,24 @@ export function selfSignedCert(): { cert: string; key: string } {
 /** TCP app that records the remote address of each connection. */
 export async function startTcpApp(hostname = "127.0.0.1") {
   const remotes: string[] = [];
+  const waiting: (() => void)[] = [];
   const server = net.createServer((s) => {
     remotes.push(s.remoteAddress ?? "");
+    for (const w of waiting.splice(0)) w();
     s.on("error", () => {});
     s.end();
   });
   await new Promise<void>((r) => server.listen(0, hostname, r));
-  return { remotes, port: (server.address() as net.AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
+  /**
+   * Resolves once `count` connections in all have been accepted. A prober's answer can arrive
+   * before this process has run its accept callback: wait for it, never read `remotes` at once.
+   */
+  const accepted = (count: number) =>
+    new Promise<void>((resolve) => {
+      const check = () => (remotes.length >= count ? resolve() : void waiting.push(check));
+      check();
+    });
+  return { remotes, accepted, port: (server.address() as net.AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
 /** A port nothing listens on. */
