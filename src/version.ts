@@ -3,7 +3,7 @@
 // ISTIO_VERSION node metadata (istiod generates config for the proxy's version; our own version
 // would look like an ancient Istio). Update both together when moving to a newer Istio.
 
-/** The istio/istio commit the contract was read from (../shared/reference/istio-agent.md). */
+/** The istio/istio commit the agent's contract was read from (the goldens of test/conformance/vectors are from it too). */
 export const ISTIO_COMMIT = "86c9f01fd735";
 /** The Istio release of that commit: the default ISTIO_VERSION node metadata. */
 export const ISTIO_RELEASE = "1.32.0";
