@@ -24,9 +24,12 @@ export class Relay {
   private server!: Server;
   private pendingCut: { left: number; done: () => void } | undefined;
   port = 0;
+  /** Runs when a client's connection arrives, before the hop dials the target. */
+  onConnect: (() => void) | undefined;
   constructor(public targetPort: number) {}
   async start(): Promise<this> {
     this.server = createServer((down) => {
+      this.onConnect?.();
       const up = createConnection({ host: "127.0.0.1", port: this.targetPort });
       for (const s of [down, up]) {
         this.sockets.add(s);

@@ -6,12 +6,13 @@
 // SIGSTOP for longer than the deadline right after it started dialing) is not held against istiod.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
 import type { Pod } from "../e2e/pod.ts";
+import { Relay } from "../e2e/mesh.ts";
 import { startProxylessPod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, versionOf } from "../xds/harness.ts";
 
@@ -25,34 +26,7 @@ let pod: Pod;
 /** Milliseconds istiod waits before the first message of each stream. */
 let firstAnswerDelayMs = 0;
 
-/** A TCP hop in front of istiod that runs `onConnect` when the agent's connection arrives. */
-class Hop {
-  onConnect: (() => void) | undefined;
-  port = 0;
-  private server!: Server;
-  private readonly sockets = new Set<Socket>();
-  constructor(public target: () => number) {}
-  async start(): Promise<this> {
-    this.server = createServer((down) => {
-      this.onConnect?.();
-      const up = createConnection({ host: "127.0.0.1", port: this.target() });
-      for (const s of [down, up]) {
-        this.sockets.add(s);
-        s.on("error", () => {});
-        s.on("close", () => (this.sockets.delete(s), down.destroy(), up.destroy()));
-      }
-      down.pipe(up).pipe(down);
-    });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
-    this.port = (this.server.address() as { port: number }).port;
-    return this;
-  }
-  close(): void {
-    for (const s of this.sockets) s.destroy();
-    this.server.close();
-  }
-}
-let hop: Hop;
+let hop: Relay;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "agent-faults-istiod-slow-"));
@@ -67,7 +41,7 @@ beforeAll(async () => {
       else answer();
     });
   await istiod.start();
-  hop = await new Hop(() => istiod.port).start();
+  hop = await new Relay(istiod.port).start();
   pod = await startProxylessPod(pki, `127.0.0.1:${hop.port}`);
 }, 30_000);
 
@@ -127,7 +101,7 @@ describe("istiod slow to answer, the agent held while dialing (compiled agent)",
   test("a server that accepts the connection and never speaks HTTP/2 still fails the dial at the 5 s deadline: UNAVAILABLE naming it", async () => {
     const silent = createServer(() => {}); // accepts, reads nothing, says nothing
     await new Promise<void>((r) => silent.listen(0, "127.0.0.1", () => r()));
-    hop.target = () => (silent.address() as { port: number }).port;
+    hop.targetPort = (silent.address() as { port: number }).port;
     try {
       const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
       const t0 = performance.now();
@@ -141,7 +115,7 @@ describe("istiod slow to answer, the agent held while dialing (compiled agent)",
       expect(tookMs).toBeLessThan(10_000);
       expect(pod.exitCode()).toBeNull();
     } finally {
-      hop.target = () => istiod.port;
+      hop.targetPort = istiod.port;
       silent.close();
     }
   }, 30_000);
