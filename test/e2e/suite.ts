@@ -45,15 +45,28 @@ async function untilEnvoyGotConfig(s: Scene, pid?: number) {
   });
 }
 
-/** A PEM private key, certificate chain and root that parse, with the key matching the leaf. */
+/**
+ * A PEM private key, certificate chain and root that parse, with the key matching the leaf. The
+ * agent writes the three files one by one (key first, each atomically), so a reader that crosses a
+ * rotation (4 s certificates here) can see a new key beside the old chain for a moment: the pair
+ * is read until the chain is the same before and after the key was read and the key matches it.
+ * A key that never matches its chain fails, naming both.
+ */
 async function expectWholeCertFiles(pod: Pod) {
   const x509 = await loadX509();
-  const chain = fileIfExists(certPath(pod))!;
-  const leaf = new x509.X509Certificate(chain);
+  const { chain, keySpki, leafSpki } = await until(pod, "key.pem matching the leaf of cert-chain.pem", () => {
+    const chain = fileIfExists(certPath(pod))!;
+    const key = fileIfExists(certPath(pod, "key.pem"))!;
+    if (fileIfExists(certPath(pod)) !== chain) return undefined; // rotated while reading: read again
+    const leafSpki = Buffer.from(new x509.X509Certificate(chain).publicKey.rawData);
+    const keySpki = createPublicKey(createPrivateKey(key)).export({ type: "spki", format: "der" });
+    if (!leafSpki.equals(keySpki))
+      throw new Error(`key.pem's public key ${keySpki.toString("hex").slice(-16)} is not the leaf's ${leafSpki.toString("hex").slice(-16)}`);
+    return { chain, keySpki, leafSpki };
+  });
   expect(await spiffeIds(chain)).toEqual([SPIFFE_ID]);
   new x509.X509Certificate(fileIfExists(certPath(pod, "root-cert.pem"))!);
-  const keySpki = createPublicKey(createPrivateKey(fileIfExists(certPath(pod, "key.pem"))!)).export({ type: "spki", format: "der" });
-  expect(Buffer.from(leaf.publicKey.rawData).equals(keySpki)).toBe(true);
+  expect(leafSpki.equals(keySpki)).toBe(true);
 }
 
 /** Files under `dir` whose names look like an interrupted atomic write (`<name>.tmp-...`). */
