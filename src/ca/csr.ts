@@ -4,8 +4,8 @@
 // one extensionRequest attribute holding a critical subjectAltName with the SPIFFE URI.
 // Signature: sha256WithRSAEncryption (PKCS#1 v1.5) for RSA, ecdsa-with-SHA256/-SHA384 for P-256/P-384.
 // Why by hand: an ASN.1 library (@peculiar/x509 and what it pulls in) cost 3.7 MiB of every pod's
-// private memory for this one message (docs/memory.md); the local CA, which signs certificates,
-// still uses it.
+// private memory for this one message (docs/memory.md). The local CA writes its certificates by
+// hand too (certwrite.ts).
 
 import { CaError } from "./errors.ts";
 import {
@@ -25,6 +25,7 @@ import {
   unsignedInteger,
 } from "../lib/der.ts";
 import { errorMessage } from "../lib/errors.ts";
+import { derToPem } from "./pem.ts";
 
 const OID = {
   organizationName: "2.5.4.10",
@@ -94,11 +95,5 @@ export async function buildCsr(keys: CryptoKeyPair, spiffe: string): Promise<str
   }
   const raw = new Uint8Array(await webcrypto("sign with", () => crypto.subtle.sign(signing.params, keys.privateKey, info)));
   const signature = signing.ecdsaScalarBytes === undefined ? raw : ecdsaSigValue(raw, signing.ecdsaScalarBytes);
-  return pem("CERTIFICATE REQUEST", sequence(info, signing.identifier, bitString(signature)));
-}
-
-function pem(type: string, der: Uint8Array): string {
-  const b64 = Buffer.from(der).toString("base64");
-  const lines = b64.match(/.{1,64}/g) ?? [];
-  return `-----BEGIN ${type}-----\n${lines.join("\n")}\n-----END ${type}-----\n`;
+  return derToPem("CERTIFICATE REQUEST", sequence(info, signing.identifier, bitString(signature)));
 }

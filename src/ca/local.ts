@@ -2,18 +2,23 @@
 // memory, either generated at start (ECDSA P-256, self-signed, 10 years) or loaded from
 // LOCAL_CA_DIR (root-cert.pem + root-key.pem). Used for local mode without istiod, and by the
 // test CA. The CSR's signature is verified and only its SAN URIs are copied into the certificate.
+// Certificates are written as DER by hand (certwrite.ts) and requests read by hand (pkcs10.ts):
+// no ASN.1 library is loaded (docs/memory.md).
 
-import { createPrivateKey, randomBytes } from "node:crypto";
+import { createPrivateKey, generateKeyPairSync, X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { CaError } from "./errors.ts";
-import { loadX509 } from "./x509.ts";
+import { keyIdentifier, selfSignedRoot, signerFor, workloadCertificate, type Signer } from "./certwrite.ts";
+import { readCsr } from "./pkcs10.ts";
 import type { CertificateSigner } from "./signer.ts";
 import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { contentOf, expectChildren, rawOf, readElement, readOid, type DerElement } from "../lib/derread.ts";
 import { errorMessage } from "../lib/errors.ts";
 
-const SAN_OID = "2.5.29.17";
-
-type X509 = Awaited<ReturnType<typeof loadX509>>;
+const ROOT_LIFETIME_MS = 10 * 365 * 86_400_000;
+/** Certificates start a minute in the past, for clocks a little behind the CA's. */
+const BACKDATE_MS = 60_000;
+const SUBJECT_KEY_IDENTIFIER = "2.5.29.14";
 
 export interface LocalCaRoot {
   certPem: string;
@@ -26,50 +31,47 @@ export interface IssuedCsr {
   uris: string[];
 }
 
+/** What signing needs of the root: its subject as bytes, its key id, its expiry. */
+interface RootFields {
+  subject: Uint8Array;
+  keyId: Uint8Array;
+  notAfterMs: number;
+}
+
 export class LocalCa implements CertificateSigner {
   readonly name = "local";
 
   private constructor(
-    private readonly x509: X509,
-    private readonly rootCert: InstanceType<X509["X509Certificate"]>,
-    private readonly rootKey: CryptoKey,
+    private readonly root: RootFields,
+    private readonly signer: Signer,
     readonly rootPem: string,
     private readonly now: () => number,
   ) {}
 
   /** A fresh self-signed ECDSA P-256 root. */
   static async generate(opts: { trustDomain?: string; now?: () => number } = {}): Promise<LocalCa> {
-    const x509 = await loadX509();
     const now = opts.now ?? Date.now;
-    const alg = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
-    const keys = (await crypto.subtle.generateKey(alg, true, ["sign", "verify"])) as CryptoKeyPair;
-    const cert = await x509.X509CertificateGenerator.createSelfSigned({
-      serialNumber: randomBytes(16)
-        .toString("hex")
-        .replace(/^[89a-f]/, "1"),
-      name: `O=${opts.trustDomain ?? "cluster.local"}`,
-      notBefore: new Date(now() - 60_000),
-      notAfter: new Date(now() + 10 * 365 * 86_400_000),
-      keys,
-      signingAlgorithm: alg,
-      extensions: [
-        new x509.BasicConstraintsExtension(true, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
-        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-      ],
+    const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const spki = new Uint8Array(publicKey.export({ type: "spki", format: "der" }));
+    const t = now();
+    const certPem = selfSignedRoot({
+      organization: opts.trustDomain ?? "cluster.local",
+      spki,
+      subjectPublicKey: subjectPublicKeyOf(spki),
+      signer: signerFor(privateKey),
+      notBeforeMs: t - BACKDATE_MS,
+      notAfterMs: t + ROOT_LIFETIME_MS,
     });
-    return new LocalCa(x509, cert, keys.privateKey, cert.toString("pem") + "\n", now);
+    return new LocalCa(rootFields(certPem), signerFor(privateKey), certPem, now);
   }
 
   /** Root from PEM strings (key in PKCS#8, PKCS#1 or SEC1). */
   static async fromPem(root: LocalCaRoot, now: () => number = Date.now): Promise<LocalCa> {
-    const x509 = await loadX509();
-    const cert = new x509.X509Certificate(root.certPem);
-    const pkcs8 = createPrivateKey(root.keyPem).export({ type: "pkcs8", format: "der" });
-    const alg = cert.publicKey.algorithm as { name: string; namedCurve?: string };
-    const importAlg = alg.name === "ECDSA" ? { name: "ECDSA", namedCurve: alg.namedCurve! } : { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
-    const key = await crypto.subtle.importKey("pkcs8", pkcs8, importAlg, false, ["sign"]);
-    return new LocalCa(x509, cert, key, cert.toString("pem") + "\n", now);
+    const key = createPrivateKey(root.keyPem);
+    const fields = rootFields(root.certPem);
+    const cert = new X509Certificate(root.certPem);
+    if (!cert.checkPrivateKey(key)) throw new Error("root-key.pem is not the key of root-cert.pem");
+    return new LocalCa(fields, signerFor(key), cert.toString().trim() + "\n", now);
   }
 
   /** LOCAL_CA_DIR: root-cert.pem and root-key.pem. */
@@ -90,49 +92,60 @@ export class LocalCa implements CertificateSigner {
   }
 
   /** Parse and verify a CSR; returns what it asks for. */
-  async inspectCsr(csrPem: string): Promise<IssuedCsr & { csr: InstanceType<X509["Pkcs10CertificateRequest"]> }> {
-    const { x509 } = this;
-    let csr: InstanceType<X509["Pkcs10CertificateRequest"]>;
-    try {
-      csr = new x509.Pkcs10CertificateRequest(csrPem);
-    } catch (e) {
-      throw new CaError("signing", `CSR is not a valid PEM certificate request: ${errorMessage(e)}`, undefined, { cause: e });
-    }
-    if (!(await csr.verify())) throw new CaError("signing", "CSR signature does not verify");
-    const san = csr.extensions.find((e) => e.type === SAN_OID);
-    const uris = (san ? new x509.SubjectAlternativeNameExtension(san.rawData).names.items : []).filter((n) => n.type === "url").map((n) => n.value);
-    return { csr, uris };
+  async inspectCsr(csrPem: string): Promise<IssuedCsr> {
+    return { uris: readCsr(csrPem).uris };
   }
 
   async sign(csrPem: string, ttlSeconds: number): Promise<string[]> {
-    const { x509 } = this;
-    const { csr, uris } = await this.inspectCsr(csrPem);
+    const { spki, uris } = readCsr(csrPem);
     if (uris.length === 0) throw new CaError("signing", "CSR has no URI SAN (want spiffe://<trust domain>/ns/<ns>/sa/<sa>)");
     const now = this.now();
-    const notAfter = Math.min(now + ttlSeconds * 1000, this.rootCert.notAfter.getTime());
-    const alg = this.rootKey.algorithm.name === "ECDSA" ? { name: "ECDSA", hash: "SHA-256" } : { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
-    const leaf = await x509.X509CertificateGenerator.create({
-      serialNumber: randomBytes(16)
-        .toString("hex")
-        .replace(/^[89a-f]/, "1"),
-      subject: "",
-      issuer: this.rootCert.subject,
-      notBefore: new Date(now - 60_000),
-      notAfter: new Date(notAfter),
-      publicKey: csr.publicKey,
-      signingKey: this.rootKey,
-      signingAlgorithm: alg,
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
-        await x509.AuthorityKeyIdentifierExtension.create(this.rootCert),
-        new x509.SubjectAlternativeNameExtension(
-          uris.map((u) => ({ type: "url" as const, value: u })),
-          true,
-        ),
-      ],
+    const leaf = workloadCertificate({
+      issuer: this.root.subject,
+      authorityKeyId: this.root.keyId,
+      spki,
+      uris,
+      signer: this.signer,
+      notBeforeMs: now - BACKDATE_MS,
+      notAfterMs: Math.min(now + ttlSeconds * 1000, this.root.notAfterMs),
     });
-    return [leaf.toString("pem") + "\n", this.rootPem];
+    return [leaf, this.rootPem];
   }
+}
+
+/** The subjectPublicKey BIT STRING's bytes (unused-bits byte dropped) of a SubjectPublicKeyInfo. */
+function subjectPublicKeyOf(spki: Uint8Array): Uint8Array {
+  const [, bits] = expectChildren(spki, readElement(spki, 0, spki.length, "SubjectPublicKeyInfo"), 0x30, "SubjectPublicKeyInfo", 2);
+  if (bits!.tag !== 0x03) throw new Error("SubjectPublicKeyInfo: no subjectPublicKey BIT STRING");
+  return contentOf(spki, bits!).subarray(1);
+}
+
+/** The root's subject (as bytes), key id (its subjectKeyIdentifier, else computed) and expiry. */
+function rootFields(certPem: string): RootFields {
+  const cert = new X509Certificate(certPem);
+  if (!cert.ca) throw new Error("root-cert.pem is not a CA certificate (basicConstraints CA:TRUE)");
+  const der = new Uint8Array(cert.raw);
+  const [tbs] = expectChildren(der, readElement(der, 0, der.length, "certificate"), 0x30, "certificate", 3);
+  const fields = expectChildren(der, tbs, 0x30, "tbsCertificate", 6);
+  const at = fields[0]!.tag === 0xa0 ? 1 : 0; // [0] version is present in v3 certificates
+  const subject = fields[at + 4]!;
+  const spki = fields[at + 5]!;
+  const keyId =
+    subjectKeyId(
+      der,
+      fields.find((f) => f.tag === 0xa3),
+    ) ?? keyIdentifier(subjectPublicKeyOf(rawOf(der, spki)));
+  return { subject: rawOf(der, subject).slice(), keyId, notAfterMs: Date.parse(cert.validTo) };
+}
+
+function subjectKeyId(der: Uint8Array, extensions: DerElement | undefined): Uint8Array | undefined {
+  if (!extensions) return undefined;
+  const [list] = expectChildren(der, extensions, 0xa3, "extensions", 1);
+  for (const ext of expectChildren(der, list, 0x30, "extensions")) {
+    const parts = expectChildren(der, ext, 0x30, "extension", 2);
+    if (readOid(der, parts[0]!) !== SUBJECT_KEY_IDENTIFIER) continue;
+    const value = contentOf(der, parts[parts.length - 1]!);
+    return contentOf(value, readElement(value, 0, value.length, "subjectKeyIdentifier")).slice();
+  }
+  return undefined;
 }

@@ -16,6 +16,15 @@ export function pemBlocks(text: string, type?: string): string[] {
   return out;
 }
 
+/** DER as one PEM block of `type` (64-character lines, ending with a newline). */
+export function derToPem(type: string, der: Uint8Array): string {
+  const lines =
+    Buffer.from(der)
+      .toString("base64")
+      .match(/.{1,64}/g) ?? [];
+  return `-----BEGIN ${type}-----\n${lines.join("\n")}\n-----END ${type}-----\n`;
+}
+
 /** Concatenate PEM blocks, each ending with one newline. */
 export function joinPem(blocks: readonly string[]): string {
   return blocks.map((b) => (b.endsWith("\n") ? b : b + "\n")).join("");

@@ -1,6 +1,6 @@
-// ASN.1 DER, written only: the few universal types a PKCS#10 certificate request is made of
-// (src/ca/csr.ts), each a tag-length-value with the definite, shortest length form DER requires
-// (X.690 §10.1). Nothing here parses: the agent reads certificates with node:crypto.
+// ASN.1 DER, written: the few universal types a PKCS#10 certificate request (src/ca/csr.ts) and
+// the local CA's certificates (src/ca/certwrite.ts) are made of, each a tag-length-value with the
+// definite, shortest length form DER requires (X.690 §10.1). Reading is in derread.ts.
 
 /** Encoded DER: always in a plain ArrayBuffer of its own (WebCrypto takes it as it is). */
 export type Der = Uint8Array<ArrayBuffer>;
@@ -16,7 +16,10 @@ const TAG = {
   octetString: 0x04,
   null: 0x05,
   oid: 0x06,
+  utf8String: 0x0c,
   printableString: 0x13,
+  utcTime: 0x17,
+  generalizedTime: 0x18,
   sequence: 0x30,
   set: 0x31,
 } as const;
@@ -64,6 +67,18 @@ export const boolean = (v: boolean): Der => tlv(TAG.boolean, Uint8Array.of(v ? 0
 
 export const octetString = (content: Uint8Array): Der => tlv(TAG.octetString, content);
 
+/**
+ * A named-bit BIT STRING (KeyUsage): bit 0 is the first bit of the first byte. DER drops trailing
+ * zero bits and counts them as unused (X.690 §11.2.2).
+ */
+export function namedBits(bits: readonly number[]): Der {
+  if (bits.length === 0) return tlv(TAG.bitString, Uint8Array.of(0));
+  const last = Math.max(...bits);
+  const bytes = new Uint8Array(Math.floor(last / 8) + 1);
+  for (const b of bits) bytes[Math.floor(b / 8)]! |= 0x80 >> (b % 8);
+  return tlv(TAG.bitString, concat([Uint8Array.of(7 - (last % 8)), bytes]));
+}
+
 /** A BIT STRING of whole bytes (no unused bits): signatures and keys. */
 export const bitString = (bytes: Uint8Array): Der => tlv(TAG.bitString, concat([Uint8Array.of(0), bytes]));
 
@@ -105,6 +120,26 @@ const PRINTABLE = /^[A-Za-z0-9 '()+,\-./:=?]*$/;
 export function printableString(s: string): Der {
   if (!PRINTABLE.test(s)) throw new DerError(`"${s}" has characters a PrintableString cannot hold`);
   return tlv(TAG.printableString, new TextEncoder().encode(s));
+}
+
+/** A UTF8String. */
+export const utf8String = (s: string): Der => tlv(TAG.utf8String, new TextEncoder().encode(s));
+
+/** A name attribute's DirectoryString as Go's crypto/x509 writes it: PrintableString when it can, else UTF8String. */
+export const directoryString = (s: string): Der => (PRINTABLE.test(s) ? printableString(s) : utf8String(s));
+
+/**
+ * A certificate's Time (RFC 5280 §4.1.2.5): UTCTime (YYMMDDHHMMSSZ) for 1950 through 2049,
+ * GeneralizedTime (YYYYMMDDHHMMSSZ) otherwise; whole seconds, UTC.
+ */
+export function time(ms: number): Der {
+  const d = new Date(Math.floor(ms / 1000) * 1000);
+  const y = d.getUTCFullYear();
+  if (!Number.isFinite(ms) || y < 1 || y > 9999) throw new DerError(`time ${ms}: out of range`);
+  const two = (n: number) => String(n).padStart(2, "0");
+  const rest = `${two(d.getUTCMonth() + 1)}${two(d.getUTCDate())}${two(d.getUTCHours())}${two(d.getUTCMinutes())}${two(d.getUTCSeconds())}Z`;
+  const utc = y >= 1950 && y < 2050;
+  return tlv(utc ? TAG.utcTime : TAG.generalizedTime, new TextEncoder().encode(`${utc ? two(y % 100) : String(y).padStart(4, "0")}${rest}`));
 }
 
 /** IA5String's bytes (ASCII only), for a tag of the caller's choice (a GeneralName's is implicit). */

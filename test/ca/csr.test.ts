@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { generateKeyAndCsr, type KeyOptions } from "../../src/ca/keygen.ts";
 import { buildCsr } from "../../src/ca/csr.ts";
 import { CaError } from "../../src/ca/errors.ts";
-import { loadX509 } from "../../src/ca/x509.ts";
+import { loadX509 } from "../support/x509.ts";
 import { csrText, OPENSSL } from "./openssl.ts";
 import { describeRequiring } from "../support/requires.ts";
 

@@ -7,7 +7,7 @@ import { dirname, join, resolve } from "node:path";
 import YAML from "yaml";
 import { sandbox, start, type Running, type Sandbox } from "../support/binary.ts";
 import { freePort, readRecords } from "../support/fake-envoy.ts";
-import { loadX509 } from "../../src/ca/x509.ts";
+import { loadX509 } from "../support/x509.ts";
 import type { E2eEnvoyRecord } from "./xds-envoy.ts";
 
 export { freePort };

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { greeterTable } from "../e2e/envoy-resources.ts";
 import { startMesh, type Mesh } from "../e2e/mesh.ts";
 import { certSerial, fileIfExists, until } from "../e2e/pod.ts";
-import { loadX509 } from "../../src/ca/x509.ts";
+import { loadX509 } from "../support/x509.ts";
 
 let mesh: Mesh | undefined;
 beforeAll(async () => {

@@ -1,6 +1,6 @@
-// @peculiar/x509, loaded on first use: the local CA (CA_PROVIDER=local) builds and signs
-// certificates with it. Nothing on istiod's CA path loads it (the CSR is written by src/ca/csr.ts),
-// so a pod whose certificates come from istiod never pays its 3.7 MiB (docs/memory.md).
+// @peculiar/x509 for the tests: an independent reader of the certificates and requests the agent
+// writes by hand (src/ca/csr.ts, src/ca/certwrite.ts). The agent itself loads no ASN.1 library
+// (docs/memory.md).
 
 type X509Module = typeof import("@peculiar/x509");
 
