@@ -1,0 +1,87 @@
+// Istio agent issues, side by side (docs/compat.md, "Istio agent issues"): drain and shutdown.
+// Each scenario drives Istio's own pilot-agent (built from the oracle's source) into the failure
+// users reported and shows it fails for that reason, then runs the same scenario on dist/agent.
+// Envoy is the interop stand-in: its admin API lists the `downstream_cx_active` gauges the
+// scenario sets (INTEROP_ENVOY_STATS), records every admin request and records SIGTERM.
+
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { describeRequiring } from "../support/requires.ts";
+import { DIST_AGENT, requireBinary } from "../support/binary.ts";
+import { interopUnmet, PILOT_AGENT } from "./support/go-build.ts";
+import { startIstiodLite, type IstiodLite } from "./support/istiod-lite.ts";
+import { alive, podPorts, startPodAgent, waitFor, type PodRun } from "./support/pod-run.ts";
+
+const ACTIVE_POLL = "/stats?usedonly&filter=downstream_cx_active$";
+
+async function ready(pod: PodRun): Promise<void> {
+  const up = await waitFor(async () => (await pod.get("/healthz/ready")).status === 200, 30_000);
+  if (!up) throw new Error(`agent never became ready (exit ${pod.proc.exitCode}):\n${pod.log().slice(-3000)}`);
+}
+
+const polls = (pod: PodRun) => pod.records().filter((r) => r.event === "admin" && decodeURIComponent(r.message ?? "") === ACTIVE_POLL).length;
+const signalled = (pod: PodRun) => pod.records().some((r) => r.event === "signal");
+
+describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdown (Istio's pilot-agent vs ours)", () => {
+  let lite: IstiodLite;
+  beforeAll(async () => {
+    lite = await startIstiodLite("");
+  }, 90_000);
+  afterAll(async () => {
+    await lite?.stop();
+  });
+
+  // istio#44690 (and PR #36534, never merged): with EXIT_ON_ZERO_ACTIVE_CONNECTIONS the agent
+  // waits MINIMUM_DRAIN_DURATION, then polls downstream_cx_active with no upper bound:
+  // terminationDrainDuration is not used, and when a client keeps a connection open Envoy is
+  // never stopped; kubelet's SIGKILL at the end of the pod's grace period ends the pod instead,
+  // so Envoy never exits cleanly. Ours stops polling when the pod's grace period
+  // (TERMINATION_GRACE_PERIOD_SECONDS, when set) leaves just the stop budget, and stops Envoy.
+  const GRACE_S = 13;
+  const zeroConnEnv = {
+    EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true",
+    MINIMUM_DRAIN_DURATION: "1s",
+    TERMINATION_GRACE_PERIOD_SECONDS: String(GRACE_S),
+    // A client holds 3 connections on the inbound listener for ever.
+    INTEROP_ENVOY_STATS: "listener.0.0.0.0_15006.downstream_cx_active: 3",
+  };
+
+  test("#44690 Istio: EXIT_ON_ZERO_ACTIVE_CONNECTIONS polls past the pod's grace period and never stops Envoy", async () => {
+    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: zeroConnEnv });
+    try {
+      await ready(pod);
+      const envoy = pod.envoyPid()!;
+      pod.proc.kill("SIGTERM");
+      const graceEnds = Date.now() + GRACE_S * 1000;
+      await Bun.sleep(graceEnds - Date.now());
+      // Sentinel: a poll made after the grace period ended (kubelet would SIGKILL now).
+      const before = polls(pod);
+      expect(await waitFor(() => polls(pod) > before, 5000)).toBe(true);
+      expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
+        signalled: false,
+        envoyAlive: true,
+        agentExit: null,
+      });
+      // The reported reason: the agent is still waiting for the connections to reach zero.
+      expect(pod.log()).toContain("There are still 3 active connections");
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+
+  test("#44690 ours: the poll ends before the grace period runs out and Envoy gets SIGTERM", async () => {
+    requireBinary();
+    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: zeroConnEnv });
+    try {
+      await ready(pod);
+      pod.proc.kill("SIGTERM");
+      const t0 = Date.now();
+      expect(await waitFor(() => signalled(pod), GRACE_S * 1000)).toBe(true);
+      const code = await Promise.race([pod.proc.exited, Bun.sleep(GRACE_S * 1000 - (Date.now() - t0)).then(() => "still running")]);
+      expect(code).toBe(0);
+      expect(polls(pod)).toBeGreaterThan(0);
+      expect(pod.log()).toContain("There are still 3 active connections");
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+});
