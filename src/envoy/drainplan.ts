@@ -125,6 +125,9 @@ export function knownIstioListeners(p: ListenerPorts): Set<string> {
   return out;
 }
 
+/** A uint64 gauge at or above 2^63 has wrapped below zero (no listener holds 2^63 connections). */
+const GAUGE_UNDERFLOW = 2n ** 63n;
+
 export interface ActiveConnections {
   /** Sum over client-facing listeners; -1 when Envoy returned no stats at all. */
   count: number;
@@ -154,6 +157,12 @@ export function countActiveConnections(stats: string, known: ReadonlySet<string>
     const raw = parts[1]!.trim();
     if (!/^\d+$/.test(raw)) {
       problems.push(`failed parsing Envoy stat ${name}: ${raw}`);
+      continue;
+    }
+    // Envoy's gauges are uint64: one decremented below zero reads 2^64-1 (istio#49229). Istio's
+    // agent converts it to a negative int and waits on a negative total; it counts as 0 here.
+    if (raw.length >= 19 && BigInt(raw) >= GAUGE_UNDERFLOW) {
+      problems.push(`Envoy stat ${name} is ${raw}, a gauge gone below zero in Envoy: counted as 0`);
       continue;
     }
     count += Number(raw);

@@ -84,4 +84,49 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
       await pod.stop();
     }
   }, 60_000);
+
+  // istio#49229 (open): Envoy's downstream_cx_active gauges are uint64; one decremented below zero
+  // reads 2^64-1. Istio's agent converts each to a negative int, so two of them make a total of
+  // -2: it logs "There are still -2 active connections" and waits for ever for it to reach zero
+  // (one alone is -1, read as "stats not available", and ends the drain at once). Ours counts
+  // such a gauge as 0 with a warning, so the drain ends as with no connections.
+  const underflowEnv = {
+    EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true",
+    MINIMUM_DRAIN_DURATION: "1s",
+    INTEROP_ENVOY_STATS: "listener.0.0.0.0_15006.downstream_cx_active: 18446744073709551615;listener.0.0.0.0_15001.downstream_cx_active: 18446744073709551615",
+  };
+
+  test("#49229 Istio: gauges gone below zero become a negative total the drain waits on for ever", async () => {
+    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: underflowEnv });
+    try {
+      await ready(pod);
+      const envoy = pod.envoyPid()!;
+      pod.proc.kill("SIGTERM");
+      // Sentinel: five polls after the minimum drain, each answered with the same negative total.
+      expect(await waitFor(() => polls(pod) >= 5, 20_000)).toBe(true);
+      expect(pod.log()).toContain("There are still -2 active connections");
+      expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
+        signalled: false,
+        envoyAlive: true,
+        agentExit: null,
+      });
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+
+  test("#49229 ours: such gauges count as 0 with a warning and the drain ends", async () => {
+    requireBinary();
+    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: underflowEnv });
+    try {
+      await ready(pod);
+      pod.proc.kill("SIGTERM");
+      expect(await waitFor(() => signalled(pod), 20_000)).toBe(true);
+      expect(await pod.proc.exited).toBe(0);
+      expect(pod.log()).toContain("a gauge gone below zero in Envoy: counted as 0");
+      expect(pod.log()).not.toContain("There are still");
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
 });
