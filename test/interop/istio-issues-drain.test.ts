@@ -129,4 +129,85 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
       await pod.stop();
     }
   }, 60_000);
+
+  // No issue filed (found reading pkg/envoy/agent.go): the listeners whose connections must not
+  // hold the drain (Envoy's health and Prometheus listeners) are named only in their IPv4 form,
+  // `listener.0.0.0.0_<port>`. In an IPv6-only pod Envoy names them `listener.[__]_<port>`, so
+  // Prometheus' keep-alive scrape connection and the kubelet's probe count as client
+  // connections and EXIT_ON_ZERO_ACTIVE_CONNECTIONS never reaches zero. Ours excludes both forms.
+  const ipv6Env = {
+    EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true",
+    MINIMUM_DRAIN_DURATION: "1s",
+    INTEROP_ENVOY_STATS: "listener.[__]_15090.downstream_cx_active: 1;listener.[__]_15021.downstream_cx_active: 1;listener.[__]_15006.downstream_cx_active: 0",
+  };
+
+  test("IPv6 Istio: the Prometheus and health listeners' connections hold the drain open", async () => {
+    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: ipv6Env });
+    try {
+      await ready(pod);
+      const envoy = pod.envoyPid()!;
+      pod.proc.kill("SIGTERM");
+      expect(await waitFor(() => polls(pod) >= 5, 20_000)).toBe(true);
+      expect(pod.log()).toContain("There are still 2 active connections");
+      expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
+        signalled: false,
+        envoyAlive: true,
+        agentExit: null,
+      });
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+
+  test("IPv6 ours: those listeners are not counted and the drain ends", async () => {
+    requireBinary();
+    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: ipv6Env });
+    try {
+      await ready(pod);
+      pod.proc.kill("SIGTERM");
+      expect(await waitFor(() => signalled(pod), 20_000)).toBe(true);
+      expect(await pod.proc.exited).toBe(0);
+      expect(pod.log()).not.toContain("There are still");
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+
+  // istio#34855 (closed unfixed) asks that Envoy not be "terminated abruptly without sending final
+  // telemetry": at the end of the drain Istio's agent SIGKILLs Envoy (Go's Process.Kill), so
+  // Envoy cannot flush access logs or stats sinks. Ours sends SIGTERM and SIGKILLs only after
+  // a 5 s grace. The stand-in records SIGTERM; SIGKILL leaves no record.
+  test("#34855 Istio: at the end of terminationDrainDuration Envoy is SIGKILLed, never told to stop", async () => {
+    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts() });
+    try {
+      await ready(pod);
+      const envoy = pod.envoyPid()!;
+      pod.proc.kill("SIGTERM");
+      // Sentinel: the agent has ended, and Envoy with it.
+      expect(await Promise.race([pod.proc.exited, Bun.sleep(20_000).then(() => "still running")])).toBe(0);
+      expect(await waitFor(() => !alive(envoy), 5000)).toBe(true);
+      expect(pod.log()).toContain("Graceful termination period complete");
+      expect(signalled(pod)).toBe(false);
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
+
+  test("#34855 ours: Envoy gets SIGTERM at the end of the drain", async () => {
+    requireBinary();
+    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts() });
+    try {
+      await ready(pod);
+      pod.proc.kill("SIGTERM");
+      expect(await Promise.race([pod.proc.exited, Bun.sleep(20_000).then(() => "still running")])).toBe(0);
+      expect(
+        pod
+          .records()
+          .filter((r) => r.event === "signal")
+          .map((r) => r.message),
+      ).toEqual(["SIGTERM"]);
+    } finally {
+      await pod.stop();
+    }
+  }, 60_000);
 });
