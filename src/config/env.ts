@@ -98,7 +98,7 @@ export const PROXY_ENV = {
     "int",
     0,
     "envoy",
-    "Beyond Istio: the pod's terminationGracePeriodSeconds (0 = unknown); the logged drain plan warns when it cannot fit",
+    "Beyond Istio: the pod's terminationGracePeriodSeconds (0 = unknown); the logged drain plan warns when it cannot fit, and the EXIT_ON_ZERO_ACTIVE_CONNECTIONS polling ends in time to stop Envoy before kubelet's SIGKILL",
     { range: { min: 0 } },
   ),
   PEER_METADATA_DISCOVERY: d("PEER_METADATA_DISCOVERY", "optbool", undefined, "envoy", "Metadata discovery; unset follows ISTIO_META_ENABLE_HBONE"),

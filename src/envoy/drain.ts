@@ -1,8 +1,10 @@
 // The wait between drain_listeners and stopping Envoy (Istio: pkg/envoy/agent.go `terminate`):
 // either terminationDrainDuration, or, with EXIT_ON_ZERO_ACTIVE_CONNECTIONS, MINIMUM_DRAIN_DURATION
 // followed by polling downstream_cx_active every interval until it reaches 0, the stats are empty
-// (-1), or more than `maxPollErrors` consecutive polls fail. The signal ends the wait early (Envoy
-// exited, or a second SIGTERM). Resolves with why the wait ended, for the transition log.
+// (-1), more than `maxPollErrors` consecutive polls fail, or (beyond Istio, whose polling has no
+// bound, istio#44690) the plan's pollDeadlineMs after the shutdown began passes, so Envoy is
+// stopped before kubelet's SIGKILL. The signal ends the wait early (Envoy exited, or a second
+// SIGTERM). Resolves with why the wait ended, for the transition log.
 
 import { systemClock } from "../lib/clock.ts";
 import { formatGoDuration } from "../lib/duration.ts";
@@ -17,6 +19,9 @@ export interface DrainWaitDeps {
   log: Logger;
   /** Waits `ms` unless `signal` aborts (false); tests pass a manual one. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<boolean>;
+  /** The clock the poll deadline is measured on, and when the shutdown began on it. */
+  now?: () => number;
+  startedAt?: number;
 }
 
 const CANCELLED = "drain wait cancelled";
@@ -24,6 +29,8 @@ const CANCELLED = "drain wait cancelled";
 export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal: AbortSignal): Promise<string> {
   const { log } = deps;
   const sleep = deps.sleep ?? systemClock.sleep;
+  const now = deps.now ?? systemClock.now;
+  const startedAt = deps.startedAt ?? now();
   if (signal.aborted) return CANCELLED;
   if (plan.mode === "wait") {
     log.info(`Graceful termination period is ${formatGoDuration(plan.terminationDrainMs)}, starting...`);
@@ -33,7 +40,13 @@ export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal:
   if (!(await sleep(plan.minimumDrainMs, signal))) return CANCELLED;
   log.info("Checking for active connections...");
   let errors = 0;
+  let last = -1;
   while (await sleep(plan.pollIntervalMs, signal)) {
+    if (plan.pollDeadlineMs !== undefined && now() - startedAt >= plan.pollDeadlineMs) {
+      const open = last > 0 ? `${last} connections still active` : "connections still active";
+      log.warn(`Stopping Envoy with ${open}: the pod's termination grace period leaves only the stop budget`);
+      return `pod's termination grace period nearly over (${open})`;
+    }
     let stats: string;
     try {
       stats = await deps.admin.stats("downstream_cx_active$", plan.pollTimeoutMs);
@@ -50,6 +63,7 @@ export async function waitForDrain(plan: DrainPlan, deps: DrainWaitDeps, signal:
     if (count === -1) return "downstream_cx_active not available (no connections yet or stats disabled)";
     if (count === 0) return "no more active connections";
     log.info(`There are still ${count} active connections`);
+    last = count;
     errors = 0;
   }
   return CANCELLED;

@@ -26,6 +26,12 @@ export interface DrainPlan {
   componentStopMs: number;
   /** TERMINATION_GRACE_PERIOD_SECONDS in ms; undefined when unknown. */
   terminationGraceMs?: number;
+  /**
+   * Mode `zero-connections` with a known grace period: the polling ends this long after the
+   * shutdown began even with connections still open, leaving the pod's grace period room for
+   * Envoy's SIGKILL grace and the components' stop (Istio polls without bound, istio#44690).
+   */
+  pollDeadlineMs?: number;
 }
 
 export interface DrainPlanInput {
@@ -41,17 +47,21 @@ export interface DrainPlanInput {
 }
 
 export function resolveDrainPlan(i: DrainPlanInput): DrainPlan {
+  const minimumDrainMs = Math.max(0, i.minimumDrainMs);
+  const stopGraceMs = i.stopGraceMs ?? SHUTDOWN_BUDGET_MS;
+  const graceMs = i.terminationGraceSeconds ? i.terminationGraceSeconds * 1000 : undefined;
   return {
     mode: i.exitOnZeroActiveConnections ? "zero-connections" : "wait",
     inboundOnly: i.sidecar,
     terminationDrainMs: Math.max(0, i.terminationDrainMs),
-    minimumDrainMs: Math.max(0, i.minimumDrainMs),
+    minimumDrainMs,
     pollIntervalMs: i.pollIntervalMs ?? 1000,
     pollTimeoutMs: i.pollTimeoutMs ?? 2000,
     maxPollErrors: 4,
-    stopGraceMs: i.stopGraceMs ?? SHUTDOWN_BUDGET_MS,
+    stopGraceMs,
     componentStopMs: SHUTDOWN_BUDGET_MS,
-    ...(i.terminationGraceSeconds ? { terminationGraceMs: i.terminationGraceSeconds * 1000 } : {}),
+    ...(graceMs !== undefined ? { terminationGraceMs: graceMs } : {}),
+    ...(graceMs !== undefined && i.exitOnZeroActiveConnections ? { pollDeadlineMs: Math.max(minimumDrainMs, graceMs - stopGraceMs - SHUTDOWN_BUDGET_MS) } : {}),
   };
 }
 
@@ -66,7 +76,10 @@ export function describeDrainPlan(p: DrainPlan): string {
   const wait =
     p.mode === "wait"
       ? `wait terminationDrainDuration ${formatGoDuration(p.terminationDrainMs)}`
-      : `wait MINIMUM_DRAIN_DURATION ${formatGoDuration(p.minimumDrainMs)}, then poll downstream_cx_active every ${formatGoDuration(p.pollIntervalMs)} until 0`;
+      : `wait MINIMUM_DRAIN_DURATION ${formatGoDuration(p.minimumDrainMs)}, then poll downstream_cx_active every ${formatGoDuration(p.pollIntervalMs)} until 0` +
+        (p.pollDeadlineMs !== undefined
+          ? ` or ${formatGoDuration(p.pollDeadlineMs)} after SIGTERM (TERMINATION_GRACE_PERIOD_SECONDS less the stop budget)`
+          : "");
   return `drain plan on SIGTERM: ${drain}; ${wait}; then SIGTERM Envoy, SIGKILL after ${formatGoDuration(p.stopGraceMs)}; a second signal skips the wait`;
 }
 
@@ -74,7 +87,7 @@ export function describeDrainPlan(p: DrainPlan): string {
  * A warning when the drain plan's longest run (its wait, Envoy's SIGKILL grace, the components'
  * stop) is longer than the pod's termination grace period, after which kubelet SIGKILLs the pod;
  * undefined when it fits or the grace period is unknown. With EXIT_ON_ZERO_ACTIVE_CONNECTIONS the
- * polling has no bound of its own, so only MINIMUM_DRAIN_DURATION is counted.
+ * polling ends by the grace period (pollDeadlineMs), so only MINIMUM_DRAIN_DURATION is counted.
  */
 export function drainPlanWarning(p: DrainPlan): string | undefined {
   if (p.terminationGraceMs === undefined) return undefined;
@@ -112,6 +125,9 @@ export function knownIstioListeners(p: ListenerPorts): Set<string> {
   return out;
 }
 
+/** A uint64 gauge at or above 2^63 has wrapped below zero (no listener holds 2^63 connections). */
+const GAUGE_UNDERFLOW = 2n ** 63n;
+
 export interface ActiveConnections {
   /** Sum over client-facing listeners; -1 when Envoy returned no stats at all. */
   count: number;
@@ -141,6 +157,12 @@ export function countActiveConnections(stats: string, known: ReadonlySet<string>
     const raw = parts[1]!.trim();
     if (!/^\d+$/.test(raw)) {
       problems.push(`failed parsing Envoy stat ${name}: ${raw}`);
+      continue;
+    }
+    // Envoy's gauges are uint64: one decremented below zero reads 2^64-1 (istio#49229). Istio's
+    // agent converts it to a negative int and waits on a negative total; it counts as 0 here.
+    if (raw.length >= 19 && BigInt(raw) >= GAUGE_UNDERFLOW) {
+      problems.push(`Envoy stat ${name} is ${raw}, a gauge gone below zero in Envoy: counted as 0`);
       continue;
     }
     count += Number(raw);

@@ -417,6 +417,7 @@ export class EnvoySupervisor implements Component, LifecycleControl {
 
   private async runDrain(): Promise<void> {
     const plan = this.opts.drainPlan;
+    const startedAt = this.clock.now();
     const ac = new AbortController();
     this.drainWait = ac;
     this.log.info("Agent draining Proxy for termination");
@@ -427,7 +428,14 @@ export class EnvoySupervisor implements Component, LifecycleControl {
     }
     const why = await waitForDrain(
       plan,
-      { admin: this.opts.admin, knownListeners: this.opts.knownListeners, log: this.log, sleep: (ms, s) => this.clock.sleep(ms, s) },
+      {
+        admin: this.opts.admin,
+        knownListeners: this.opts.knownListeners,
+        log: this.log,
+        sleep: (ms, s) => this.clock.sleep(ms, s),
+        now: () => this.clock.now(),
+        startedAt,
+      },
       ac.signal,
     );
     this.fire({ type: "drain-over", why });

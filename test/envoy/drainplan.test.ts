@@ -121,3 +121,20 @@ test("TERMINATION_GRACE_PERIOD_SECONDS: a warning only when the plan cannot fit 
   );
   expect(drainPlanWarning(plan(17, { exitOnZeroActiveConnections: true }))).toBeUndefined();
 });
+
+test("a gauge gone below zero in Envoy (2^64-1) counts as 0 with a warning; large real counts still count (istio#49229)", () => {
+  const stats = [
+    "listener.0.0.0.0_15006.downstream_cx_active: 18446744073709551615",
+    "listener.0.0.0.0_15001.downstream_cx_active: 18446744073709551614",
+    "listener.0.0.0.0_8080.downstream_cx_active: 2",
+  ].join("\n");
+  const r = countActiveConnections(stats, known);
+  expect(r.count).toBe(2);
+  expect(r.problems).toEqual([
+    "Envoy stat listener.0.0.0.0_15006.downstream_cx_active is 18446744073709551615, a gauge gone below zero in Envoy: counted as 0",
+    "Envoy stat listener.0.0.0.0_15001.downstream_cx_active is 18446744073709551614, a gauge gone below zero in Envoy: counted as 0",
+  ]);
+  // 2^63 - 1 is not an underflow; 19 digits below it are counted as they are.
+  expect(countActiveConnections("listener.a.downstream_cx_active: 1000000000000000000", known)).toEqual({ count: 1e18, problems: [] });
+  expect(countActiveConnections("listener.a.downstream_cx_active: 9223372036854775808", known).count).toBe(0);
+});

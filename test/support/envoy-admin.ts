@@ -23,17 +23,30 @@ export function xdsPipe(b: StandinBootstrap): string | undefined {
   return c?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.pipe?.path;
 }
 
+/** What a drain scenario needs of the admin API beyond readiness. */
+export interface AdminExtras {
+  /**
+   * More `name: value` stat lines, as Envoy lists them (e.g. the listeners'
+   * `listener.<name>.downstream_cx_active` gauges the agents poll while draining).
+   */
+  stats?: string[];
+  /** Called with the path and query of every admin request (recorded by the interop stand-in). */
+  onRequest?: (pathAndQuery: string) => void;
+}
+
 /**
  * Envoy's admin API as the agents read it, on the bootstrap's admin address: GET /ready (LIVE),
- * GET /stats?filter=<re> (`name: value` lines from `updates`, read at each request),
- * /drain_listeners, /quitquitquit (exits 0 just after answering); anything else 404.
+ * GET /stats?filter=<re> (`name: value` lines from `updates` and `extras.stats`, read at each
+ * request, filtered by the regular expression on the name as Envoy does), /drain_listeners,
+ * /quitquitquit (exits 0 just after answering); anything else 404.
  */
-export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts): void {
+export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts, extras: AdminExtras = {}): void {
   const stats = () => [
     `cluster_manager.cds.update_success: ${updates.cds}`,
     `listener_manager.lds.update_success: ${updates.lds}`,
     "server.state: 0",
     "listener_manager.workers_started: 1",
+    ...(extras.stats ?? []),
   ];
   const sa = b.admin?.address?.socket_address ?? {};
   Bun.serve({
@@ -41,6 +54,7 @@ export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts): voi
     hostname: sa.address ?? "127.0.0.1",
     fetch(req) {
       const url = new URL(req.url);
+      extras.onRequest?.(url.pathname + url.search);
       if (url.pathname === "/ready") return new Response("LIVE\n");
       if (url.pathname === "/stats") {
         const re = new RegExp(url.searchParams.get("filter") ?? "");

@@ -7,6 +7,12 @@
 // LDS, then to EDS for the EDS clusters and RDS for the route names in the listeners, and ACKs
 // every response. Each response is recorded as {"event":"xds", typeUrl, names}. With
 // INTEROP_ENVOY_READY=1 its stats say config was received without any xDS stream.
+// INTEROP_ENVOY_STATS adds stat lines (`;`-separated `name: value`) to its /stats, e.g. the
+// `listener.*.downstream_cx_active` gauges a drain polls: the stand-in assumes of Envoy only that
+// it lists such gauges under those names, filtered by `filter=<regex>` on the name, and that
+// /stats?usedonly ignores nothing the agents look for. Every admin request is recorded as
+// {"event":"admin", message: path?query}; SIGTERM/SIGINT as {"event":"signal"} before it exits 0
+// (SIGKILL leaves no record).
 
 import { appendFileSync, chmodSync, readFileSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
@@ -23,7 +29,7 @@ export const EDS = T("config.endpoint.v3.ClusterLoadAssignment");
 const HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
 export interface StandinRecord {
-  event: "start" | "xds" | "xds-end" | "signal" | "error";
+  event: "start" | "xds" | "xds-end" | "signal" | "error" | "admin";
   argv?: string[];
   cwd?: string;
   bootstrap?: string;
@@ -224,7 +230,11 @@ async function main(): Promise<void> {
       })();
     } else record({ event: "error", message: "no xds-grpc pipe in the bootstrap" });
   }
-  serveEnvoyAdmin(b, updates);
+  const extra = (process.env.INTEROP_ENVOY_STATS ?? "")
+    .split(";")
+    .map((l) => l.trim())
+    .filter(Boolean);
+  serveEnvoyAdmin(b, updates, { stats: extra, onRequest: (path) => record({ event: "admin", message: path }) });
 }
 
 if (import.meta.main) await main();
