@@ -37,8 +37,13 @@ describe("burst memory (compiled agent)", () => {
 
   test("48 MiB pushed, then quiet: one burst collected, named by its size", async () => {
     // Debug lines of the relay's scope, set at run time through the status port (as `agent debug` does).
-    const r = await fetch(`http://127.0.0.1:${pod.statusPort}/logging?level=xdsproxy:debug`, { method: "POST" });
-    expect(r.status).toBe(200);
+    // The XDS socket listens before the status port opens: retry until it answers.
+    const status = await until(
+      pod,
+      "POST /logging",
+      async () => (await fetch(`http://127.0.0.1:${pod.statusPort}/logging?level=xdsproxy:debug`, { method: "POST" })).status,
+    );
+    expect(status).toBe(200);
     const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
     envoy.send({ typeUrl: CDS });
     const up = await istiod.nextStream(10_000);
