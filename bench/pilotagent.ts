@@ -67,12 +67,12 @@ async function waitFor(what: string, ok: () => boolean, proc: Proc, ms = 20_000)
 }
 
 /** The proxyless agent relaying the bench's istiod; resolves once its XDS socket exists. */
-async function startProxyless(a: Agent, dir: string, istiodPort: number): Promise<Proc> {
+export async function startProxyless(a: Agent, dir: string, istiodPort: number, extraEnv: Record<string, string> = {}): Promise<Proc> {
   mkdirSync(dir, { recursive: true });
   const env = pod(
     dir,
     { discoveryAddress: `127.0.0.1:${istiodPort}`, statusPort: await freePort(), proxyAdminPort: await freePort() },
-    { DISABLE_ENVOY: "true" },
+    { DISABLE_ENVOY: "true", ...extraEnv },
   );
   const p = Bun.spawn([a.bin, "proxy", "sidecar"], { cwd: dir, env, stdout: "ignore", stderr: "ignore" });
   await waitFor(`${a.name}: XDS socket`, () => existsSync(join(dir, "etc/istio/proxy/XDS")), p);

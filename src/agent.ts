@@ -196,6 +196,11 @@ export class Agent {
     });
   }
 
+  /** The process's resident set and a full collection (GOMEMLIMIT, the relay's burst memory). */
+  private memory(): { rss(): number; collect(): void } {
+    return this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+  }
+
   /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
   private startMemoryLimit(): void {
     let limitBytes: number | undefined;
@@ -207,8 +212,7 @@ export class Agent {
       return;
     }
     if (limitBytes === undefined) return;
-    const memory = this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
-    void new MemoryLimiter({ limitBytes, ...memory, log: this.log }).start(this.drain.signal);
+    void new MemoryLimiter({ limitBytes, ...this.memory(), log: this.log }).start(this.drain.signal);
   }
 
   private async startPath(signal: AbortSignal): Promise<void> {
@@ -289,6 +293,9 @@ export class Agent {
         ...(upstream ? { upstream } : {}),
         ...(wasm ? { ecds: wasm.hook } : {}),
         wallClock: () => this.clock.now(),
+        memory: this.memory(),
+        clock: this.clock,
+        now: this.now,
       }));
       // Istio's line (pkg/istio-agent xds_proxy.go) naming where the relay dials and for which cluster.
       const upstreamAddress = local ? local.describe : (cfg.proxyConfig.discoveryAddress ?? "");

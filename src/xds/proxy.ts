@@ -22,7 +22,8 @@ import { dialConfigFrom } from "./upstream-config.ts";
 import type { EcdsHook } from "../wasm/ecds.ts";
 import { SHUTDOWN_BUDGET_MS } from "../lib/drain.ts";
 import { ids } from "../lib/log.ts";
-import { systemClock } from "../lib/clock.ts";
+import { systemClock, type Clock } from "../lib/clock.ts";
+import { BurstMemory } from "./burstmemory.ts";
 import { StreamStats, type StreamSnapshot } from "./streamstats.ts";
 import type { GrpcStatus } from "./types.ts";
 
@@ -49,6 +50,10 @@ export interface XdsProxyOptions {
   now?: () => number;
   /** Wall-clock milliseconds, for the times in the operator's view. */
   wallClock?: () => number;
+  /** The process's resident set and a full collection: burst memory is handed back (burstmemory.ts); absent = not managed. */
+  memory?: { rss(): number; collect(): void };
+  /** Timers for the burst-memory quiet wait; the real clock when omitted. */
+  clock?: Pick<Clock, "timer">;
 }
 
 /** The relay's state for the operator's view (/debug/config_dump). */
@@ -87,6 +92,7 @@ export class XdsProxy implements Component, HealthReporter {
   private upstreamState: XdsSnapshot["upstream"];
   private streamsOpened = 0;
   private stats: StreamStats | undefined;
+  private readonly burst: BurstMemory | undefined;
 
   constructor(private readonly o: XdsProxyOptions) {
     this.socketPath = o.socketPath;
@@ -100,6 +106,16 @@ export class XdsProxy implements Component, HealthReporter {
     this.logLimit = new LogLimiter({ ...DEFAULT_LOG_LIMIT, now: o.now ?? (() => performance.now()) });
     this.wallClock = o.wallClock ?? systemClock.now;
     this.upstreamState = { address: o.upstream.describe, state: "idle" };
+    const now = o.now ?? (() => performance.now());
+    this.burst = o.memory
+      ? new BurstMemory({
+          ...o.memory,
+          clock: o.clock ?? systemClock,
+          now,
+          onCollect: (bytes, rss, ms) =>
+            this.log.debug(`collected after a burst of ${mib(bytes)} MiB in ${ms.toFixed(1)} ms: resident ${rss.map(mib).join(" -> ")} MiB`),
+        })
+      : undefined;
   }
 
   /** Read-only view for the operator: the upstream's state and what the current stream carried. */
@@ -139,6 +155,7 @@ export class XdsProxy implements Component, HealthReporter {
       await this.server?.close(SHUTDOWN_BUDGET_MS).catch(() => {});
       done();
     };
+    signal.addEventListener("abort", () => this.burst?.stop(), { once: true });
     if (signal.aborted) await stop();
     else signal.addEventListener("abort", () => void stop(), { once: true });
   }
@@ -185,6 +202,7 @@ export class XdsProxy implements Component, HealthReporter {
       },
       ecds: this.o.ecds,
       stats,
+      ...(this.burst ? { received: this.burst } : {}),
     });
     this.active = relay;
     void relay.done.then(() => {
@@ -194,6 +212,8 @@ export class XdsProxy implements Component, HealthReporter {
     return relay.start(this.o.upstream);
   }
 }
+
+const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
 
 export interface XdsProxyDeps {
   log: Logger;
@@ -208,6 +228,11 @@ export interface XdsProxyDeps {
   ecds?: EcdsHook;
   /** Wall-clock milliseconds for the operator's view. */
   wallClock?: () => number;
+  /** Resident set and full collection, for burst memory (XdsProxyOptions.memory). */
+  memory?: { rss(): number; collect(): void };
+  clock?: Pick<Clock, "timer">;
+  /** Monotonic milliseconds. */
+  now?: () => number;
 }
 
 /**
@@ -242,5 +267,8 @@ export function createXdsProxy(cfg: AgentConfig, deps: XdsProxyDeps): XdsProxy {
     maxConcurrentStreams: cfg.env.ISTIO_GPRC_MAXSTREAMS,
     ecds: deps.ecds,
     ...(deps.wallClock ? { wallClock: deps.wallClock } : {}),
+    ...(deps.memory ? { memory: deps.memory } : {}),
+    ...(deps.clock ? { clock: deps.clock } : {}),
+    ...(deps.now ? { now: deps.now } : {}),
   });
 }

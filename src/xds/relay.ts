@@ -44,6 +44,8 @@ export interface RelayOptions {
   stats?: StreamStats;
   /** The upstream stream ended (`established`: it had connected). */
   onUpstreamClosed?(status: GrpcStatus, established: boolean): void;
+  /** Told the size of every chunk received from istiod (burst memory: burstmemory.ts). */
+  received?: { count(bytes: number): void };
 }
 
 const EMPTY = new Uint8Array(0);
@@ -238,6 +240,7 @@ export class StreamRelay {
 
   private onUpstreamData(chunk: Uint8Array): void {
     if (this.ended) return;
+    this.o.received?.count(chunk.length);
     try {
       this.resDeframer.push(chunk);
     } catch (e) {
