@@ -114,8 +114,8 @@ const explain = (r: VmRun) =>
 describeRequiring(
   {
     root: true,
-    tools: ["unshare", "nsenter", "setpriv", "useradd", "groupadd", "ip", "iptables-nft-save", "iptables-legacy-save", "curl", "openssl", "ps"],
-    apt: ["util-linux", "passwd", "iproute2", "iptables", "curl", "openssl", "procps"],
+    tools: ["unshare", "nsenter", "setpriv", "useradd", "groupadd", "ip", "iptables-nft-save", "iptables-legacy-save", "openssl", "ps"],
+    apt: ["util-linux", "passwd", "iproute2", "iptables", "openssl", "procps"],
     check: interopUnmet,
   },
   "VM start: istio-start.sh with Istio's workload entry files, Istio's pilot-agent vs ours",

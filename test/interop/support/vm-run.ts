@@ -14,6 +14,9 @@ import { readStandinRecords, type StandinRecord } from "./envoy-standin.ts";
 import { createSandbox, installVm, ISTIOD_IP, SYSTEMD_PATH, type Sandbox } from "./vm-sandbox.ts";
 
 const STANDIN = resolve(import.meta.dir, "envoy-standin.ts");
+/** GET /healthz/ready with Bun's fetch (curl is not among the packages CI installs): prints the status, 0 on no answer. */
+const PROBE =
+  "const r = await fetch('http://127.0.0.1:15020/healthz/ready', { signal: AbortSignal.timeout(2000) }).catch(() => undefined); console.log(r ? r.status : 0);";
 
 export interface VmRun {
   label: string;
@@ -134,7 +137,7 @@ export async function runVm(o: VmRunOptions): Promise<VmRun> {
     const probe = (): number => {
       // 127.0.0.1: the status port as the VM's health checker reaches it (a local address other
       // than loopback's would be captured to Envoy's outbound port by ISTIO_SERVICE_CIDR='*').
-      const r = sb.exec(["curl", "-s", "-o", "/dev/null", "-m", "2", "-w", "%{http_code}", "http://127.0.0.1:15020/healthz/ready"]);
+      const r = sb.exec([process.execPath, "-e", PROBE]);
       return Number(r.out.trim()) || 0;
     };
     let envoyStart: StandinRecord | undefined;
