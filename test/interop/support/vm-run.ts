@@ -1,6 +1,6 @@
 // One VM start for the VM start suite: a fresh sandbox (vm-sandbox.ts) with `agent` installed as
-// /usr/local/bin/pilot-agent, istiod-lite inside it at the address the VM's hosts file gives
-// istiod (the CA on the same port, as istiod), then Istio's istio-start.sh as istio.service runs
+// /usr/local/bin/pilot-agent, istiod-lite in the sandbox's cluster namespace at the address the
+// VM's hosts file gives istiod (the CA on the same port, as istiod), then Istio's istio-start.sh as istio.service runs
 // it: until Envoy (the interop stand-in, an xDS client) has started and readiness answers 200.
 // Then what a VM operator would see is read (iptables-save, /etc/certs, what istiod received),
 // SIGTERM goes to the service's main process (systemd's KillMode=mixed), and ExecStopPost's
