@@ -94,13 +94,13 @@ func main() {
 		}
 	}
 	xdsServer := grpc.NewServer(serverCreds(serving, roots.pool),
-		grpc.ChainStreamInterceptor(rec.streamInterceptor, delayFirstResponse(*firstDelay)))
+		grpc.ChainStreamInterceptor(rec.streamInterceptor, delayFirstResponse(*firstDelay)),
+		grpc.ChainUnaryInterceptor(rec.unaryInterceptor))
 	ds.Discovery.Register(xdsServer)
-	xl, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *xdsPort))
+	xl, err := net.Listen("tcp", xdsListenAddress(*xdsPort))
 	if err != nil {
 		fatalf("xds listen: %v", err)
 	}
-	go func() { _ = xdsServer.Serve(xl) }()
 
 	ca, err := mock.NewCAServerWithKeyCert(*caPort, roots.keyPEM, roots.certPEM,
 		serverCreds(serving, roots.pool), grpc.ChainUnaryInterceptor(rec.unaryInterceptor))
@@ -108,6 +108,8 @@ func main() {
 		fatalf("ca: %v", err)
 	}
 	ca.Authenticators = []security.Authenticator{auth}
+	registerCAOnXDS(xdsServer, ca)
+	go func() { _ = xdsServer.Serve(xl) }()
 
 	ready, _ := json.Marshal(map[string]any{
 		"xdsPort":  xl.Addr().(*net.TCPAddr).Port,
