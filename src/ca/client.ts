@@ -6,6 +6,7 @@
 
 import { parseRootBundle } from "./inspect.ts";
 import { missingRootHint } from "./options.ts";
+import { X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { isIP } from "node:net";
@@ -25,6 +26,19 @@ import { codeName } from "../xds/grpcstatus.ts";
 import { Code } from "../xds/types.ts";
 import { GrpcCallError, UnaryChannel } from "../xds/unary.ts";
 
+/** Why the PROV_CERT chain cannot authenticate (its leaf unreadable or expired), or undefined. */
+export function clientCertProblem(pem: Buffer, nowMs: number): string | undefined {
+  const leaf = pemBlocks(pem.toString("utf8"), "CERTIFICATE")[0];
+  if (!leaf) return "holds no certificate";
+  let notAfter: number;
+  try {
+    notAfter = Date.parse(new X509Certificate(leaf).validTo);
+  } catch (e) {
+    return `cannot be parsed (${errorMessage(e)})`;
+  }
+  return nowMs > notAfter ? `expired at ${new Date(notAfter).toISOString()}` : undefined;
+}
+
 /** In an error's text when the CA sent a status without a grpc-message. */
 const NO_MESSAGE = "(no grpc-message)";
 
@@ -41,6 +55,10 @@ export interface CaClientDeps {
   idleMs?: number;
   /** Largest response accepted (default: gRPC's 4 MiB). */
   maxResponseBytes?: number;
+  /** The clock, for the PROV_CERT certificate's expiry (default: none checked). */
+  now?: () => number;
+  /** Why a PROV_CERT certificate was left out of a connection. */
+  warn?: (message: string) => void;
 }
 
 export class IstioCaClient implements CertificateSigner {
@@ -136,8 +154,13 @@ export class IstioCaClient implements CertificateSigner {
     let key: Buffer | undefined;
     let cert: Buffer | undefined;
     if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
-      key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
       cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
+      const unusable = this.deps.now ? clientCertProblem(cert, this.deps.now()) : undefined;
+      if (unusable) {
+        // As Istio (pilot/pkg/grpc/tls.go): the connection goes without it, on the token alone.
+        this.deps.warn?.(`PROV_CERT certificate ${o.clientCertPath} ${unusable}: using the token instead`);
+        cert = undefined;
+      } else key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
     }
     // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
     return dialSocket({
