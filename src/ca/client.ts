@@ -4,9 +4,8 @@
 // `authorization: Bearer <token>` (token re-read per request); Istio's retries; the connection is
 // kept between CSRs, and after any failure it is dropped so the next dial re-reads a rotated root.
 
-import { parseRootBundle } from "./inspect.ts";
+import { clientCertProblem, parseRootBundle } from "./inspect.ts";
 import { missingRootHint } from "./options.ts";
-import { X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { isIP } from "node:net";
@@ -25,19 +24,6 @@ import { dialSocket } from "../xds/dial.ts";
 import { codeName } from "../xds/grpcstatus.ts";
 import { Code } from "../xds/types.ts";
 import { GrpcCallError, UnaryChannel } from "../xds/unary.ts";
-
-/** Why the PROV_CERT chain cannot authenticate (its leaf unreadable or expired), or undefined. */
-export function clientCertProblem(pem: Buffer, nowMs: number): string | undefined {
-  const leaf = pemBlocks(pem.toString("utf8"), "CERTIFICATE")[0];
-  if (!leaf) return "holds no certificate";
-  let notAfter: number;
-  try {
-    notAfter = Date.parse(new X509Certificate(leaf).validTo);
-  } catch (e) {
-    return `cannot be parsed (${errorMessage(e)})`;
-  }
-  return nowMs > notAfter ? `expired at ${new Date(notAfter).toISOString()}` : undefined;
-}
 
 /** In an error's text when the CA sent a status without a grpc-message. */
 const NO_MESSAGE = "(no grpc-message)";

@@ -1,11 +1,12 @@
-// The PROV_CERT client certificate's check before a CA connection (src/ca/client.ts
+// The PROV_CERT client certificate's check before a CA or istiod connection (src/ca/inspect.ts
 // clientCertProblem): as Istio's pilot/pkg/grpc/tls.go, an expired or unreadable certificate is
 // left out so the connection goes on the token. Certificates made by @peculiar/x509 with known dates.
 
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 import { expect, test } from "bun:test";
-import { clientCertProblem } from "../../src/ca/client.ts";
+import { clientCertProblem } from "../../src/ca/inspect.ts";
+import { loadTlsMaterial } from "../../src/xds/upstream-config.ts";
 
 const EC = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
 const NOT_AFTER = Date.parse("2026-06-01T12:00:00Z");
@@ -38,4 +39,13 @@ test("no certificate, or one that does not parse", () => {
   expect(clientCertProblem(Buffer.from(""), NOT_AFTER)).toBe("holds no certificate");
   expect(clientCertProblem(Buffer.from("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), NOT_AFTER)).toBe("holds no certificate");
   expect(clientCertProblem(Buffer.from("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), NOT_AFTER)).toMatch(/^cannot be parsed \(.+\)$/);
+});
+
+test("the istiod connection leaves an expired or unreadable client certificate out, keeps a valid one", async () => {
+  const files = (cert: Buffer) => ({ exists: () => true, read: (p: string) => (p === "/prov/cert-chain.pem" ? cert : Buffer.from("key")) });
+  const t = { root: { kind: "system" as const }, servername: "istiod", clientCert: { certPath: "/prov/cert-chain.pem", keyPath: "/prov/key.pem" } };
+  const valid = await pem(NOT_AFTER);
+  expect(loadTlsMaterial(t, files(valid), new Date(NOT_AFTER - 1000)).cert).toEqual(valid);
+  expect(loadTlsMaterial(t, files(valid), new Date(NOT_AFTER + 1000)).cert).toBeUndefined();
+  expect(loadTlsMaterial(t, files(Buffer.from("not pem")), new Date(NOT_AFTER)).cert).toBeUndefined();
 });
