@@ -4,7 +4,7 @@
 // `authorization: Bearer <token>` (token re-read per request); Istio's retries; the connection is
 // kept between CSRs, and after any failure it is dropped so the next dial re-reads a rotated root.
 
-import { parseRootBundle } from "./inspect.ts";
+import { clientCertProblem, parseRootBundle } from "./inspect.ts";
 import { missingRootHint } from "./options.ts";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
@@ -41,6 +41,10 @@ export interface CaClientDeps {
   idleMs?: number;
   /** Largest response accepted (default: gRPC's 4 MiB). */
   maxResponseBytes?: number;
+  /** The clock, for the PROV_CERT certificate's expiry (default: none checked). */
+  now?: () => number;
+  /** Why a PROV_CERT certificate was left out of a connection. */
+  warn?: (message: string) => void;
 }
 
 export class IstioCaClient implements CertificateSigner {
@@ -136,8 +140,13 @@ export class IstioCaClient implements CertificateSigner {
     let key: Buffer | undefined;
     let cert: Buffer | undefined;
     if (o.clientCertPath && o.clientKeyPath && existsSync(o.clientCertPath) && existsSync(o.clientKeyPath)) {
-      key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
       cert = readBoundedFileSync(o.clientCertPath, FILE_LIMITS.certificate);
+      const unusable = this.deps.now ? clientCertProblem(cert, this.deps.now()) : undefined;
+      if (unusable) {
+        // As Istio (pilot/pkg/grpc/tls.go): the connection goes without it, on the token alone.
+        this.deps.warn?.(`PROV_CERT certificate ${o.clientCertPath} ${unusable}: using the token instead`);
+        cert = undefined;
+      } else key = readBoundedFileSync(o.clientKeyPath, FILE_LIMITS.certificate);
     }
     // COMPLIANCE_POLICY restricts versions, suites and curves here as for the istiod connection.
     return dialSocket({

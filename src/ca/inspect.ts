@@ -88,3 +88,20 @@ export function tokenProblem(path: string, text: string | undefined, nowMs: numb
   if (jwt.exp !== undefined && jwt.exp <= nowMs) return `token file ${path} expired at ${new Date(jwt.exp).toISOString()} (its exp claim)`;
   return undefined;
 }
+
+/**
+ * Why a client certificate chain (PROV_CERT, or the istiod connection's) cannot authenticate: its
+ * leaf unreadable or expired, or undefined. As Istio's pilot/pkg/grpc/tls.go, such a certificate
+ * is left out and the connection goes on the token.
+ */
+export function clientCertProblem(pem: Buffer, nowMs: number): string | undefined {
+  const leaf = pemBlocks(pem.toString("utf8"), "CERTIFICATE")[0];
+  if (!leaf) return "holds no certificate";
+  let notAfter: number;
+  try {
+    notAfter = Date.parse(new X509Certificate(leaf).validTo);
+  } catch (e) {
+    return `cannot be parsed (${errorMessage(e)})`;
+  }
+  return nowMs > notAfter ? `expired at ${new Date(notAfter).toISOString()}` : undefined;
+}

@@ -185,6 +185,8 @@ export class SecretManager implements Component, TrustBundleSink {
             sleep: (ms) => clockSleep(this.clock, ms),
             ...(random ? { random } : {}),
             onRetry: () => retries.inc({ request_type: "csr" }),
+            now: () => this.clock.now(),
+            warn: (m) => log.warn(m),
           });
         });
       }

@@ -3,12 +3,11 @@
 // functions of their inputs; file reads happen at dial time (so root CA and token changes apply
 // to the next connection) through the small `FileReader` seam.
 
-import { X509Certificate } from "node:crypto";
 import { resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { withPrefix } from "../config/envdecl.ts";
 import { XdsError } from "./errors.ts";
-import { parseRootBundle } from "../ca/inspect.ts";
+import { clientCertProblem, parseRootBundle } from "../ca/inspect.ts";
 import { missingRootHint } from "../ca/options.ts";
 
 export const DEFAULT_ROOT_CERT = "./var/run/secrets/istio/root-cert.pem";
@@ -152,7 +151,7 @@ export interface TlsMaterial {
   servername: string;
 }
 
-/** Read the TLS files for one dial. A missing root is an error; an expired client cert is skipped. */
+/** Read the TLS files for one dial. A missing root is an error; an expired or unreadable client cert is skipped. */
 export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date): TlsMaterial {
   const out: TlsMaterial = { servername: t.servername };
   if (t.root.kind === "file") {
@@ -166,18 +165,10 @@ export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date):
   if (t.clientCert) {
     const cert = files.read(t.clientCert.certPath);
     const key = files.read(t.clientCert.keyPath);
-    if (cert && key && !expired(cert, now)) {
+    if (cert && key && !clientCertProblem(cert, now.getTime())) {
       out.cert = cert;
       out.key = key;
     }
   }
   return out;
-}
-
-function expired(pem: Buffer, now: Date): boolean {
-  try {
-    return new Date(new X509Certificate(pem).validTo).getTime() < now.getTime();
-  } catch {
-    return false; // let the TLS handshake report an unusable certificate
-  }
 }

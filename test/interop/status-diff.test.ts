@@ -14,7 +14,7 @@ import { freePort } from "../e2e/pod.ts";
 import { interopUnmet, PILOT_AGENT } from "./support/go-build.ts";
 import { startIstiodLite, LITE_TOKEN, type IstiodLite } from "./support/istiod-lite.ts";
 import { istioBootstrapTemplate } from "./support/agent-run.ts";
-import { readStandinRecords, writeStandinLauncher } from "./support/envoy-standin.ts";
+import { killStandins, writeStandinLauncher } from "./support/envoy-standin.ts";
 
 interface State {
   name: string;
@@ -126,11 +126,7 @@ describeRequiring({ check: interopUnmet }, "status differential: ours vs Istio's
     } finally {
       p.kill("SIGKILL");
       await p.exited;
-      for (const r of readStandinRecords(join(dir, "standin.jsonl")))
-        if (r.event === "start")
-          try {
-            process.kill(r.pid, "SIGKILL");
-          } catch {}
+      killStandins(join(dir, "standin.jsonl"));
       rmSync(dir, { recursive: true, force: true });
     }
   }

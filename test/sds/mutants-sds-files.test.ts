@@ -6,7 +6,7 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FileLimitError } from "../../src/lib/boundedfile.ts";
@@ -16,7 +16,8 @@ import { SdsError } from "../../src/sds/errors.ts";
 import { readCertPair, readRootBundle, withFileRetry } from "../../src/sds/files.ts";
 import { FileSecrets } from "../../src/sds/filesecrets.ts";
 import { SecretMetrics } from "../../src/sds/metrics.ts";
-import { CertFileWatcher } from "../../src/sds/watcher.ts";
+import { CertFileWatcher, linkDirectories } from "../../src/sds/watcher.ts";
+import { kubeVolume } from "../support/kube-volume.ts";
 import { OPENSSL } from "../ca/openssl.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { FakeClock, until } from "./fake-clock.ts";
@@ -719,6 +720,73 @@ describe("CertFileWatcher: directories, links, debounce", () => {
       r.w.close();
       expect((await settled()).filter((x) => added.includes(x))).toEqual([]);
     }
+  });
+
+  test("linkDirectories: the directory of every link met along the way, once each; system directories left out; a loop ends", () => {
+    const base = tmp();
+    const vol = kubeVolume(join(base, "vol"), { "tls.crt": "1" });
+    mkdirSync(join(base, "stable"));
+    symlinkSync(join(vol.dir, "tls.crt"), join(base, "stable", "cert.pem"));
+    // stable/cert.pem -> vol/tls.crt -> vol/..data/tls.crt (..data -> ..<timestamp>): two link directories.
+    expect(linkDirectories(join(base, "stable", "cert.pem"))).toEqual([join(base, "stable"), vol.dir]);
+    // A linked directory on the way counts as a link too.
+    symlinkSync(join(base, "stable"), join(base, "latest"));
+    expect(linkDirectories(join(base, "latest", "cert.pem"))).toEqual([base, join(base, "stable"), vol.dir]);
+    expect(linkDirectories(join(base, "plain.pem"))).toEqual([]);
+    const inTmp = join(tmpdir(), `mutants-sds-link-${process.pid}.pem`);
+    symlinkSync(join(base, "stable", "cert.pem"), inTmp);
+    closers.push(() => rmSync(inTmp, { force: true }));
+    expect(linkDirectories(inTmp)).toEqual([join(base, "stable"), vol.dir]);
+    symlinkSync(join(base, "loop-b"), join(base, "loop-a"));
+    symlinkSync(join(base, "loop-a"), join(base, "loop-b"));
+    expect(linkDirectories(join(base, "loop-a", "x.pem"))).toEqual([base]);
+  });
+
+  test("a stable link into a Kubernetes-style volume: every rotation is reported, not only the first (Istio #61161)", async () => {
+    const base = tmp();
+    const vol = kubeVolume(join(base, "vol"), { "tls.crt": "0" });
+    mkdirSync(join(base, "stable"));
+    symlinkSync(join(vol.dir, "tls.crt"), join(base, "stable", "cert.pem"));
+    const r = watcherRig();
+    r.w.add(join(base, "stable", "cert.pem"));
+    for (let n = 1; n <= 3; n++) {
+      const before = r.changes.length;
+      vol.update({ "tls.crt": String(n) });
+      await r.seen();
+      // The swap touches two watched directories (the volume's and the removed one): drain both.
+      while (r.clock.pending() > 0) {
+        r.clock.advance(DEBOUNCE);
+        await Bun.sleep(30);
+      }
+      expect(r.changes.length).toBeGreaterThan(before);
+      for (const c of r.changes.slice(before)) expect(c).toEqual([join(base, "stable", "cert.pem")]);
+    }
+  });
+
+  test("a linked directory retargeted: after the change, the new target directory is the one watched", async () => {
+    const base = tmp();
+    for (const v of ["v1", "v2"]) {
+      mkdirSync(join(base, v));
+      writeFileSync(join(base, v, "ca.pem"), v);
+    }
+    const links = join(base, "links");
+    mkdirSync(links);
+    symlinkSync(join(base, "v1"), join(links, "latest"));
+    const r = watcherRig();
+    r.w.add(join(links, "latest", "ca.pem"));
+    // ln -sfn: a new link renamed over the old one.
+    symlinkSync(join(base, "v2"), join(links, "latest.tmp"));
+    renameSync(join(links, "latest.tmp"), join(links, "latest"));
+    await r.seen();
+    r.clock.advance(DEBOUNCE);
+    expect(r.changes).toEqual([[join(links, "latest", "ca.pem")]]);
+    while (r.clock.pending() > 0 || (await Bun.sleep(30), r.clock.pending() > 0)) r.clock.advance(DEBOUNCE);
+    // A write in place in v2 (not the link's directory) is reported: v2 is watched now.
+    const before = r.changes.length;
+    writeFileSync(join(base, "v2", "ca.pem"), "v2b");
+    await r.seen();
+    r.clock.advance(DEBOUNCE);
+    expect(r.changes.length).toBe(before + 1);
   });
 
   test("a directory that cannot be watched is reported with the directory; close after it is fine", () => {

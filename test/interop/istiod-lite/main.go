@@ -103,7 +103,7 @@ func main() {
 	}
 
 	ca, err := mock.NewCAServerWithKeyCert(*caPort, roots.keyPEM, roots.certPEM,
-		serverCreds(serving, roots.pool), grpc.ChainUnaryInterceptor(rec.unaryInterceptor))
+		serverCreds(serving, roots.pool), grpc.ChainUnaryInterceptor(rec.unaryInterceptor, requestedTTLSigner(roots, auth)))
 	if err != nil {
 		fatalf("ca: %v", err)
 	}

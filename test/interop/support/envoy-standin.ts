@@ -58,6 +58,15 @@ export function readStandinRecords(file: string): StandinRecord[] {
   }
 }
 
+/** SIGKILL every stand-in that recorded its start in `file` (it outlives an agent killed outright). */
+export function killStandins(file: string): void {
+  for (const r of readStandinRecords(file))
+    if (r.event === "start")
+      try {
+        process.kill(r.pid, "SIGKILL");
+      } catch {}
+}
+
 /** JSON value -> google.protobuf.Value in protobufjs object form (protobufjs' bundled struct.proto is camelCase). */
 function toValue(v: unknown): Record<string, unknown> {
   if (v === null || v === undefined) return { nullValue: 0 };

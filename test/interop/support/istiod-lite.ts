@@ -39,6 +39,10 @@ export interface IstiodLite {
   setConfig(yaml: string): void;
   /** Stop (SIGTERM) and start again on the same ports with the same root. */
   restart(): Promise<void>;
+  /** Stop serving (SIGTERM) until `up`: the CA and discovery server are unreachable meanwhile. */
+  down(): Promise<void>;
+  /** Start again after `down`, on the same ports with the same root. */
+  up(): Promise<void>;
   /**
    * Replace the mesh config's caCertificates (PEM) and have istiod-lite re-read them (SIGHUP):
    * resolves once it has reloaded, so a push of the new trust bundle is under way. Only for a
@@ -65,6 +69,8 @@ export interface LiteOptions {
   meshCaCertificates?: string;
   /** Hold each xDS stream's first response (and so its headers) this long: a Go duration, e.g. "7s". */
   firstResponseDelay?: string;
+  /** Sign each workload certificate for the validity its request asks for (SECRET_TTL), not 24h. */
+  honorRequestedTtl?: boolean;
 }
 
 export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promise<IstiodLite> {
@@ -83,6 +89,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
     const args = [ISTIOD_LITE, "--config", configDir, "--state", stateDir];
     if (ports) args.push("--xds-port", String(ports.xdsPort), "--ca-port", String(ports.caPort));
     if (opts.firstResponseDelay) args.push("--first-response-delay", opts.firstResponseDelay);
+    if (opts.honorRequestedTtl) args.push("--honor-requested-ttl");
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work };
     if (opts.meshCaCertificates !== undefined) {
       args.push("--mesh-ca-certificates", caCertsFile);
@@ -141,6 +148,10 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
     setConfig: (y) => writeFileSync(join(configDir, "config.yaml"), y),
     async restart() {
       await stopProc();
+      ready = await launch(ready);
+    },
+    down: stopProc,
+    async up() {
       ready = await launch(ready);
     },
     async reloadMeshCaCertificates(pem) {
