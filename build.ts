@@ -93,6 +93,11 @@ function compile(outfile: string, target: string | undefined, bytecode: boolean,
     "--compile",
     "--minify",
     "--sourcemap=none",
+    // A compiled Bun program reads .env files and bunfig.toml from its working directory at start
+    // (the pod's, here): the agent's settings come from its environment and flags only, and the
+    // lookups are on every start path, the Envoy launcher copy's included.
+    "--no-compile-autoload-dotenv",
+    "--no-compile-autoload-bunfig",
     "--outfile",
     outfile,
   ];
