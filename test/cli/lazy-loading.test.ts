@@ -84,11 +84,12 @@ test("Envoy launcher (__envoy-exec): only the entry point and the launcher's cod
   const child = Bun.spawn([process.execPath, "--preload", PRELOAD, join(REPO, "src/main.ts"), "__envoy-exec", String(process.pid), join(cwd, "no-envoy")], {
     cwd,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AGENT_TEST_LOADED_MODULES: list },
-    stdout: "pipe",
+    stdout: "ignore",
     stderr: "pipe",
   });
+  const stderr = await new Response(child.stderr).text();
   expect(await child.exited).toBe(127);
-  expect(await new Response(child.stderr).text()).toContain(`cannot start Envoy ${join(cwd, "no-envoy")}`);
+  expect(stderr).toContain(`cannot start Envoy ${join(cwd, "no-envoy")}`);
   const mods = readFileSync(list, "utf8")
     .split("\n")
     .filter((p) => p.startsWith(REPO + "/"))
