@@ -82,6 +82,9 @@ export function upToDate(file: string, stamp: string, hash: string): boolean {
   return existsSync(file) && existsSync(stamp) && readFileSync(stamp, "utf8") === hash;
 }
 
+/** The start-up JIT policy baked into the binary (see Bun.unsafe.setJITPolicy); AGENT_JIT_POLICY for measurements. */
+const JIT_POLICY = Number(process.env.AGENT_JIT_POLICY ?? 10);
+
 function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>): boolean {
   // The status port's thread (src/status/statusthread.ts) is a second entry point: a Worker's code
   // is found in the binary only when it is built in.
@@ -93,6 +96,14 @@ function compile(outfile: string, target: string | undefined, bytecode: boolean,
     "--compile",
     "--minify",
     "--sourcemap=none",
+    // A compiled Bun program reads .env files and bunfig.toml from its working directory at start
+    // (the pod's, here): the agent's settings come from its environment and flags only, and the
+    // lookups are on every start path, the Envoy launcher copy's included.
+    "--no-compile-autoload-dotenv",
+    "--no-compile-autoload-bunfig",
+    // JavaScriptCore's tier-up thresholds ×JIT_POLICY until `agent proxy` has started (it sets 1):
+    // start-up code runs once, and compiling it cost CPU on the start path (docs/startup.md).
+    `--compile-jit-policy=${JIT_POLICY}`,
     "--outfile",
     outfile,
   ];

@@ -17,16 +17,16 @@ import { freePort } from "../test/support/fake-envoy.ts";
 import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { istioBootstrapTemplate } from "../test/interop/support/agent-run.ts";
 import { memKiB, switchCounter } from "./idle.ts";
-import { cpuMs, firstLine, fmt, summary, type Proc } from "./support.ts";
+import { cpuMs, firstLine, fmt, peakRssKiB, rssKiB, summary, type Proc } from "./support.ts";
 import { measure } from "./xds.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
-const SIZES = [10 * 1024, 474 * 1024, 1 << 20, 10 << 20];
+export const SIZES = [10 * 1024, 474 * 1024, 1 << 20, 10 << 20];
 const ROUNDS = 3;
 const START_RUNS = Number(process.env.PILOTAGENT_START_RUNS ?? 10);
 const IDLE_WINDOW_MS = 10_000;
 
-interface Agent {
+export interface Agent {
   name: string;
   bin: string;
 }
@@ -57,7 +57,7 @@ export function pod(dir: string, proxyConfig: Record<string, unknown>, extra: Re
   };
 }
 
-async function waitFor(what: string, ok: () => boolean, proc: Proc, ms = 20_000): Promise<void> {
+export async function waitFor(what: string, ok: () => boolean, proc: Proc, ms = 20_000): Promise<void> {
   const deadline = performance.now() + ms;
   while (!ok()) {
     if (proc.exitCode !== null) throw new Error(`${what}: the process exited (${proc.exitCode})`);
@@ -80,7 +80,7 @@ export async function startProxyless(a: Agent, dir: string, istiodPort: number, 
 }
 
 /** Spawn -> the stand-in Envoy's first instruction, in ms. */
-async function startToEnvoy(a: Agent, dir: string, istiodPort: number): Promise<number> {
+export async function startToEnvoy(a: Agent, dir: string, istiodPort: number): Promise<number> {
   mkdirSync(dir, { recursive: true });
   const mark = join(dir, "envoy-started");
   const envoy = join(dir, "envoy");
@@ -102,15 +102,85 @@ async function startToEnvoy(a: Agent, dir: string, istiodPort: number): Promise<
   }
 }
 
-export async function run(): Promise<string> {
-  if (!existsSync(PILOT_AGENT))
-    return "## Against Istio's pilot-agent\n\nnot measured: Istio's pilot-agent is not built (`bun test/interop/support/go-build.ts` builds it into test/interop/.bin).\n";
+/** Ours (dist/agent or PILOTAGENT_OURS) and Istio's pilot-agent, or why they cannot be measured. */
+export function agentsUnderTest(): Agent[] | string {
+  if (!existsSync(PILOT_AGENT)) return "Istio's pilot-agent is not built (`bun test/interop/support/go-build.ts` builds it into test/interop/.bin).";
   const ours = process.env.PILOTAGENT_OURS ?? join(ROOT, "dist/agent");
-  if (!existsSync(ours)) return "## Against Istio's pilot-agent\n\nnot measured: dist/agent not built (bun build.ts --host)\n";
-  const agents: Agent[] = [
+  if (!existsSync(ours)) return "dist/agent not built (bun build.ts --host)";
+  return [
     { name: "ours", bin: ours },
     { name: "pilot-agent", bin: PILOT_AGENT },
   ];
+}
+
+/** Start -> Envoy spawned, `runs` alternating runs of each agent (ms per agent). */
+export async function startSamples(agents: Agent[], dir: string, istiodPort: number, runs: number): Promise<number[][]> {
+  const start: number[][] = agents.map(() => []);
+  for (let i = 0; i < runs; i++) for (const [j, a] of agents.entries()) start[j]!.push(await startToEnvoy(a, join(dir, `start-${a.name}-${i}`), istiodPort));
+  return start;
+}
+
+export interface Idle {
+  wakeups: number;
+  cpu: number;
+  rss: number;
+  anon: number;
+  file: number;
+}
+
+/** Wake-ups/s, CPU % and memory of each running process over one window of `windowMs`, all at once. */
+export async function idleWindow(running: Proc[], windowMs: number): Promise<Idle[]> {
+  const counters = running.map((p) => switchCounter(p.pid));
+  const c0 = running.map((p) => cpuMs(p.pid));
+  const t0 = performance.now();
+  await Bun.sleep(windowMs);
+  const switches = counters.map((c) => c.stop());
+  const el = performance.now() - t0;
+  return running.map((p, j) => ({ wakeups: (switches[j]! * 1000) / el, cpu: ((cpuMs(p.pid) - c0[j]!) * 100) / el, ...memKiB(p.pid) }));
+}
+
+export interface Relay {
+  mibps: number;
+  cpu: number;
+  /** Peak RSS (VmHWM) after pushes up to this size, MiB. */
+  peak: number;
+  /** RSS `settleMs` after this size's last push, MiB (NaN when not waited for). */
+  after: number;
+}
+
+/**
+ * Each push size through each agent's XDS socket (`socketOf`), ROUNDS alternating rounds, median;
+ * with `settleMs`, the RSS that long after each size's last push.
+ */
+export async function relaySamples(agents: Agent[], running: Proc[], socketOf: (a: Agent) => string, settleMs = 0): Promise<Map<number, Relay[]>> {
+  const relay = new Map<number, Relay[]>();
+  for (const size of SIZES) {
+    const per = agents.map(() => ({ mibps: [] as number[], cpu: [] as number[] }));
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [j, a] of agents.entries()) {
+        const p = running[j]!;
+        const c = cpuMs(p.pid);
+        const s = await measure(`unix://${socketOf(a)}`, size);
+        per[j]!.cpu.push((cpuMs(p.pid) - c) / s.mib);
+        per[j]!.mibps.push(s.mibps);
+      }
+    }
+    const peak = running.map((p) => peakRssKiB(p.pid) / 1024);
+    if (settleMs > 0) await Bun.sleep(settleMs);
+    relay.set(
+      size,
+      per.map((x, j) => ({ mibps: median(x.mibps), cpu: median(x.cpu), peak: peak[j]!, after: settleMs > 0 ? rssKiB(running[j]!.pid) / 1024 : NaN })),
+    );
+  }
+  return relay;
+}
+
+/** "10 KiB", "1 MiB". */
+export const sizeLabel = (size: number) => (size >= 1 << 20 ? `${size / (1 << 20)} MiB` : `${Math.round(size / 1024)} KiB`);
+
+export async function run(): Promise<string> {
+  const agents = agentsUnderTest();
+  if (typeof agents === "string") return `## Against Istio's pilot-agent\n\nnot measured: ${agents}\n`;
   const dir = mkdtempSync(join(tmpdir(), "agent-vs-istio-"));
   const istiod = Bun.spawn([process.execPath, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
   const procs: Proc[] = [];
@@ -119,8 +189,7 @@ export async function run(): Promise<string> {
     const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 
     // Start to Envoy spawned, alternating.
-    const start: number[][] = agents.map(() => []);
-    for (let i = 0; i < START_RUNS; i++) for (const [j, a] of agents.entries()) start[j]!.push(await startToEnvoy(a, join(dir, `start-${a.name}-${i}`), port));
+    const start = await startSamples(agents, dir, port, START_RUNS);
 
     // Idle, both alive at once.
     const running: Proc[] = [];
@@ -130,36 +199,10 @@ export async function run(): Promise<string> {
       running.push(p);
     }
     await Bun.sleep(5000);
-    const counters = running.map((p) => switchCounter(p.pid));
-    const c0 = running.map((p) => cpuMs(p.pid));
-    const t0 = performance.now();
-    await Bun.sleep(IDLE_WINDOW_MS);
-    const switches = counters.map((c) => c.stop());
-    const el = performance.now() - t0;
-    const idle = running.map((p, j) => ({ wakeups: (switches[j]! * 1000) / el, cpu: ((cpuMs(p.pid) - c0[j]!) * 100) / el, ...memKiB(p.pid) }));
+    const idle = await idleWindow(running, IDLE_WINDOW_MS);
 
     // Relay, alternating rounds.
-    const relay = new Map<number, { mibps: number; cpu: number; peak: number }[]>();
-    for (const size of SIZES) {
-      const per = agents.map(() => ({ mibps: [] as number[], cpu: [] as number[] }));
-      for (let r = 0; r < ROUNDS; r++) {
-        for (const [j, a] of agents.entries()) {
-          const p = running[j]!;
-          const c = cpuMs(p.pid);
-          const s = await measure(`unix://${join(dir, `relay-${a.name}`, "etc/istio/proxy/XDS")}`, size);
-          per[j]!.cpu.push((cpuMs(p.pid) - c) / s.mib);
-          per[j]!.mibps.push(s.mibps);
-        }
-      }
-      relay.set(
-        size,
-        per.map((x, j) => ({
-          mibps: median(x.mibps),
-          cpu: median(x.cpu),
-          peak: Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${running[j]!.pid}/status`, "utf8"))?.[1]) / 1024,
-        })),
-      );
-    }
+    const relay = await relaySamples(agents, running, (a) => join(dir, `relay-${a.name}`, "etc/istio/proxy/XDS"));
 
     const ratio = (o: number, t: number) => `${fmt(o / t, 2)}×`;
     const [io, it] = idle;
@@ -174,7 +217,7 @@ export async function run(): Promise<string> {
       `| start → Envoy spawned, p99 ms | ${fmt(so.p99)} | ${fmt(st.p99)} | ${ratio(so.p99, st.p99)} |`,
     ];
     for (const [size, [o, t]] of relay) {
-      const label = size >= 1 << 20 ? `${size / (1 << 20)} MiB` : `${Math.round(size / 1024)} KiB`;
+      const label = sizeLabel(size);
       rows.push(`| relay ${label}: MiB/s | ${fmt(o!.mibps, 0)} | ${fmt(t!.mibps, 0)} | ${ratio(o!.mibps, t!.mibps)} |`);
       rows.push(`| relay ${label}: CPU ms per MiB | ${fmt(o!.cpu, 2)} | ${fmt(t!.cpu, 2)} | ${ratio(o!.cpu, t!.cpu)} |`);
       rows.push(`| relay ${label}: peak RSS MiB (pushes up to this size) | ${fmt(o!.peak, 0)} | ${fmt(t!.peak, 0)} | ${ratio(o!.peak, t!.peak)} |`);

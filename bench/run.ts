@@ -1,6 +1,7 @@
 // `bun run bench`: runs every benchmark module in bench/ (each exports `run(): Promise<string>`
 // returning a Markdown section), prints the results and, with --write, records them in
-// docs/BENCHMARKS.md with the machine and date. `bun run bench -- startup xds` runs a subset.
+// docs/BENCHMARKS.md with the machine and date. `bun run bench -- startup xds` runs a subset;
+// `bun run bench -- podcost` is issue #29's per-pod cost, every target with met or missed.
 
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

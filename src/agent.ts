@@ -31,7 +31,7 @@ import type { BoundAddress } from "./dns/server.ts";
 import type { HostPort } from "./dns/resolvconf.ts";
 import { createSecretManager, type SecretManager } from "./sds/manager.ts";
 import { detectCredentialSocket } from "./sds/external.ts";
-import { writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
+import { prepareBootstrapTemplate, writeBootstrap, writeGrpcBootstrap } from "./bootstrap/index.ts";
 import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
 import { wasmFromConfig } from "./wasm/factory.ts";
@@ -336,7 +336,7 @@ export class Agent {
       // asked for (a chain stays in order: the local xDS server before the relay that dials it);
       // all must be listening before the bootstraps are written and Envoy is spawned.
       const chains = [[status], [sts], [this.dns], [this.secrets], local ? [local.component, xds] : [xds], [tracer], [wasm?.component]];
-      const started = await Promise.allSettled(
+      const starting = Promise.allSettled(
         chains.map(async (chain) => {
           for (const c of chain) {
             if (!c || signal.aborted) continue;
@@ -344,6 +344,10 @@ export class Agent {
           }
         }),
       );
+      // While the sockets come up (the status thread boots on its own), read and parse Envoy's
+      // bootstrap template: Istio's template file takes several ms to parse. Nothing is written yet.
+      const template = envoyEnabled ? prepareBootstrapTemplate(cfg) : undefined;
+      const started = await starting;
       const order = chains.flat();
       this.running.sort((a, b) => order.indexOf(a.component) - order.indexOf(b.component));
       const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
@@ -361,7 +365,9 @@ export class Agent {
       // GRPC_XDS_BOOTSTRAP="" turns the gRPC bootstrap off, as Istio's `if GRPCBootstrapPath != ""`.
       const grpcWrite = cfg.env.GRPC_XDS_BOOTSTRAP !== "" ? named("grpc bootstrap", writeGrpcBootstrap(cfg, ctx)) : undefined;
       const envoyWrite =
-        envoyEnabled && !signal.aborted ? named("envoy bootstrap", writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson })) : undefined;
+        envoyEnabled && !signal.aborted
+          ? named("envoy bootstrap", writeBootstrap(cfg, { ...ctx, logAsJson: this.deps.logAsJson, ...(template ? { template } : {}) }))
+          : undefined;
       envoyWrite?.catch(() => {}); // awaited below
       if (grpcWrite) this.log.info(`gRPC xDS bootstrap written to ${await grpcWrite}`);
       else this.log.info("GRPC_XDS_BOOTSTRAP is empty: no gRPC xDS bootstrap written");

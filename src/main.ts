@@ -1,8 +1,19 @@
 // Entry point: the only place that reads process.argv, process.env and process signals.
 
-import { runCli } from "./cli/root.ts";
+// Only the Envoy launcher's code is imported statically: a copy of this binary runs it between the
+// agent's spawn of Envoy and Envoy's first instruction, so it must not evaluate the CLI's module
+// graph (about half of that copy's time). Everything else is imported once the command is known.
 import type { CliIO } from "./cli/io.ts";
-import { ENVOY_EXEC_COMMAND, runEnvoyExec } from "./envoy/deathlink.ts";
+import { ENVOY_EXEC_COMMAND, runEnvoyExec } from "./envoy/envoyexec.ts";
+
+// Invoked as `istio-iptables` or `pilot-agent` through a symlink: behave like that binary.
+// In a compiled binary argv0 is the name it was invoked by (a symlink's own name).
+const self = (process.argv0 ?? "").split("/").pop() ?? "";
+const argv = process.argv.slice(2);
+const effective = self === "istio-iptables" ? ["istio-iptables", ...argv] : argv;
+
+// The agent started as the Envoy launcher (src/envoy/deathlink.ts): become Envoy, nothing else.
+if (effective[0] === ENVOY_EXEC_COMMAND) process.exit(runEnvoyExec(effective.slice(1), (s) => process.stderr.write(s)));
 
 const io: CliIO = {
   out: (s) => process.stdout.write(s),
@@ -23,19 +34,13 @@ const io: CliIO = {
   },
 };
 
-// Invoked as `istio-iptables` or `pilot-agent` through a symlink: behave like that binary.
-// In a compiled binary argv0 is the name it was invoked by (a symlink's own name).
-const self = (process.argv0 ?? "").split("/").pop() ?? "";
-const argv = process.argv.slice(2);
-const effective = self === "istio-iptables" ? ["istio-iptables", ...argv] : argv;
-
-// The agent started as the Envoy launcher (src/envoy/deathlink.ts): become Envoy, nothing else.
-if (effective[0] === ENVOY_EXEC_COMMAND) process.exit(runEnvoyExec(effective.slice(1), io.err));
-
-runCli(effective, io).then(
-  (code) => process.exit(code),
-  (e: unknown) => {
-    process.stderr.write(`Error: ${(e as Error)?.stack ?? String(e)}\n`);
-    process.exit(255);
-  },
-);
+// (No top-level await: the compiled binary's bytecode is a CommonJS bundle.)
+import("./cli/root.ts")
+  .then(({ runCli }) => runCli(effective, io))
+  .then(
+    (code) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`Error: ${(e as Error)?.stack ?? String(e)}\n`);
+      process.exit(255);
+    },
+  );

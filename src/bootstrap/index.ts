@@ -9,7 +9,7 @@ import type { ProxyConfig } from "../config/proxyconfig.ts";
 import { writeGrpcBootstrapFile } from "./grpc.ts";
 import { readBootstrapOverride } from "./override.ts";
 import type { BootstrapFlags } from "./params.ts";
-import { createBootstrapFile } from "./write.ts";
+import { createBootstrapFile, prepareTemplate, type PreparedTemplate } from "./write.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export { BootstrapError } from "./errors.ts";
@@ -33,6 +33,20 @@ export interface NodeContext {
 export interface WriteBootstrapOptions extends NodeContext {
   /** `--log_as_json`: Envoy's application log in JSON too. */
   logAsJson?: boolean;
+  /** From `prepareBootstrapTemplate(cfg)`, called earlier; otherwise the template is read and compiled here. */
+  template?: Promise<PreparedTemplate>;
+}
+
+/**
+ * Read and compile the Envoy bootstrap's template for `writeBootstrap` ahead of time (the agent
+ * does it while its sockets come up); undefined when customConfigFile means no template is used.
+ * A failure surfaces from `writeBootstrap`, in its usual place.
+ */
+export function prepareBootstrapTemplate(cfg: AgentConfig): Promise<PreparedTemplate> | undefined {
+  if (cfg.proxyConfig.customConfigFile) return undefined;
+  const p = prepareTemplate(cfg.proxyConfig, cfg.env.ISTIO_BOOTSTRAP, cfg.root, cfg.rawEnv);
+  p.catch(() => {}); // reported by writeBootstrap, which awaits it
+  return p;
 }
 
 export interface BootstrapResult {
@@ -113,6 +127,7 @@ export async function writeBootstrap(cfg: AgentConfig, opts: WriteBootstrapOptio
       templateOverride: cfg.env.ISTIO_BOOTSTRAP,
       root: cfg.root,
       env: cfg.rawEnv,
+      ...(opts.template ? { template: opts.template } : {}),
     });
     problems.push(...created.problems);
     result = { path: created.path, custom: false };

@@ -19,6 +19,7 @@ import {
   effectiveTemplatePath,
   renderTemplate,
 } from "./render.ts";
+import type { Template } from "./gotemplate/index.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
 
@@ -33,6 +34,15 @@ export interface CreateBootstrapInput {
   root: string;
   /** Environment for the sprig `env`/`expandenv` functions. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** The template, read and compiled earlier by `prepareTemplate` (with these same inputs); read and compiled here when absent. */
+  template?: Promise<PreparedTemplate>;
+}
+
+/** A bootstrap template read and compiled, ready to render. */
+export interface PreparedTemplate {
+  name: string;
+  path: string;
+  compiled: Template;
 }
 
 export interface CreatedBootstrap {
@@ -69,6 +79,21 @@ export async function loadTemplate(pc: ProxyConfig, templateOverride: string, ro
   }
 }
 
+/**
+ * Read and compile the template (ISTIO_BOOTSTRAP, the image's file, or the built-in one). Separate
+ * from rendering so the start path can do it while the agent's sockets come up: Istio's own
+ * template file takes several ms to parse, and nothing it yields is visible before the write.
+ */
+export async function prepareTemplate(
+  pc: ProxyConfig,
+  templateOverride: string,
+  root: string,
+  env: Readonly<Record<string, string | undefined>> = {},
+): Promise<PreparedTemplate> {
+  const tmpl = await loadTemplate(pc, templateOverride, root);
+  return { name: tmpl.name, path: tmpl.path, compiled: compileTemplate(tmpl.name, tmpl.text, env) };
+}
+
 export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<CreatedBootstrap> {
   const pc = inp.node.typed.PROXY_CONFIG as ProxyConfig;
   const configPath = pc.configPath ?? "./etc/istio/proxy";
@@ -78,8 +103,8 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
   } catch (e) {
     throw new BootstrapError(`cannot create bootstrap directory ${configDir}: ${errorMessage(e)}`, configPath, { cause: e });
   }
-  const tmpl = await loadTemplate(pc, inp.templateOverride, inp.root);
-  const compiled = compileTemplate(tmpl.name, tmpl.text, inp.env ?? {});
+  // Awaited after the directory is made, so its errors come in the same order as before.
+  const tmpl = await (inp.template ?? prepareTemplate(pc, inp.templateOverride, inp.root, inp.env));
   const { params, lightstepToken, problems } = toTemplateParams({
     node: inp.node,
     compliancePolicy: inp.compliancePolicy,
@@ -95,7 +120,7 @@ export async function createBootstrapFile(inp: CreateBootstrapInput): Promise<Cr
       throw new BootstrapError(`cannot write lightstep access token file ${tokenPath}: ${errorMessage(e)}`, tokenPath, { cause: e });
     }
   }
-  const text = renderTemplate(compiled, params);
+  const text = renderTemplate(tmpl.compiled, params);
   const out = resolve(inp.root, bootstrapOutputPath(configPath, tmpl.path));
   try {
     writeFileSync(out, text, { mode: 0o666 });

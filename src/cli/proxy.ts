@@ -126,6 +126,9 @@ export async function runProxy(argv: string[], io: CliIO, host: ProxyHost = real
     await agent.start(stop.signal).catch((e: unknown) => {
       if (!(e instanceof ComponentError)) throw e;
     });
+    // The binary starts with the JIT reluctant (build.ts: --compile-jit-policy), so the run-once
+    // start-up code stays in the interpreter; from here on the relay's hot paths compile as usual.
+    Bun.unsafe.setJITPolicy(1);
     const code = await agent.done;
     log.info(`agent exit code ${code}`);
     return code;

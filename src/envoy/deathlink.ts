@@ -5,12 +5,13 @@
 // it to PID 1 beside the next agent's Envoy. Where the FFI path is missing, Envoy starts directly.
 
 import { accessSync, constants, statSync } from "node:fs";
-import { execWithParentDeathSignal, parentDeathSupported } from "../../native/pdeathsig.ts";
+import { parentDeathSupported } from "../../native/pdeathsig.ts";
 import { EnvoyError } from "./errors.ts";
 import { bunLauncher, type Launcher } from "./process.ts";
 import { errorMessage } from "../lib/errors.ts";
+import { ENVOY_EXEC_COMMAND } from "./envoyexec.ts";
 
-export const ENVOY_EXEC_COMMAND = "__envoy-exec";
+export { ENVOY_EXEC_COMMAND, runEnvoyExec } from "./envoyexec.ts";
 
 /** A launcher that starts Envoy through `selfCommand` (the agent's own argv prefix) with the death link armed. */
 export function deathLinkedLauncher(selfCommand: readonly string[], agentPid: number, base: Launcher = bunLauncher): Launcher {
@@ -29,16 +30,4 @@ export function deathLinkedLauncher(selfCommand: readonly string[], agentPid: nu
 /** The death-linked launcher when this system supports it, else the plain one. */
 export function defaultLauncher(selfCommand: readonly string[] | undefined, agentPid: number): Launcher {
   return selfCommand?.length && parentDeathSupported() ? deathLinkedLauncher(selfCommand, agentPid) : bunLauncher;
-}
-
-/** The child side (`__envoy-exec <agent pid> <envoy> <args...>`): returns an exit code only on failure. */
-export function runEnvoyExec(args: readonly string[], err: (s: string) => void): number {
-  const [ppid, file, ...rest] = args;
-  if (!ppid || !/^\d+$/.test(ppid) || !file) {
-    err(`${ENVOY_EXEC_COMMAND}: usage: ${ENVOY_EXEC_COMMAND} <agent pid> <envoy binary> [args...]\n`);
-    return 2;
-  }
-  const why = execWithParentDeathSignal(Number(ppid), file, [file, ...rest]);
-  err(`${ENVOY_EXEC_COMMAND}: cannot start Envoy ${file}: ${why}\n`);
-  return 127;
 }

@@ -7,7 +7,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { validateBootstrapConfig } from "@grpc/grpc-js-xds/build/src/xds-bootstrap.js";
-import { BootstrapError, bootstrapOverrideToJson, grpcBootstrapJson, writeBootstrap, writeGrpcBootstrap } from "../../src/bootstrap/index.ts";
+import {
+  BootstrapError,
+  bootstrapOverrideToJson,
+  grpcBootstrapJson,
+  prepareBootstrapTemplate,
+  writeBootstrap,
+  writeGrpcBootstrap,
+} from "../../src/bootstrap/index.ts";
 import { buildNode } from "../../src/config/metadata.ts";
 import { EnvoySchema } from "./envoy_schema.ts";
 import { baseNodeInputs, typicalAgentConfig } from "./fixtures.ts";
@@ -122,6 +129,29 @@ describe("template selection and output", () => {
     expect(err.input).toBe("bad.json");
     const missing = await writeBootstrap(typicalAgentConfig(root, { ISTIO_BOOTSTRAP: "nope.json" })).catch((e) => e);
     expect(missing.message).toContain("cannot read bootstrap template nope.json");
+  });
+
+  // The agent reads and parses the template while its sockets come up (src/agent.ts), then renders
+  // and writes once they listen: the write uses the template as it was read then.
+  test("a template prepared ahead is the one rendered; its errors surface from writeBootstrap", async () => {
+    const root = fresh("prepared");
+    writeFileSync(join(root, "t.json"), '{"id":"{{ .nodeID }}","v":1}');
+    const cfg = typicalAgentConfig(root, { ISTIO_BOOTSTRAP: "t.json" });
+    const template = prepareBootstrapTemplate(cfg);
+    expect(template).toBeDefined();
+    await template;
+    writeFileSync(join(root, "t.json"), '{"id":"{{ .nodeID }}","v":2}');
+    const r = await writeBootstrap(cfg, { template: template! });
+    expect(JSON.parse(readFileSync(r.path, "utf8"))).toEqual({ id: cfg.node.nodeId, v: 1 });
+
+    const bad = typicalAgentConfig(root, { ISTIO_BOOTSTRAP: "nope.json" });
+    const err = await writeBootstrap(bad, { template: prepareBootstrapTemplate(bad)! }).catch((e) => e);
+    expect(err).toBeInstanceOf(BootstrapError);
+    expect(err.message).toContain("cannot read bootstrap template nope.json");
+
+    const custom = typicalAgentConfig(root, {});
+    custom.proxyConfig = { ...custom.proxyConfig, customConfigFile: "/etc/envoy/custom.yaml" };
+    expect(prepareBootstrapTemplate(custom)).toBeUndefined();
   });
 });
 

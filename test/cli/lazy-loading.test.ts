@@ -70,8 +70,33 @@ const codec = sdsCodec();
 /** The pod every case runs as (no cloud platform probed). */
 const POD = { POD_NAME: "lazy-0", POD_NAMESPACE: "test", INSTANCE_IP: "127.0.0.1", CLOUD_PLATFORM: "none" };
 const under = (mods: string[], prefix: string) => mods.filter((m) => m.startsWith(prefix));
-/** src/main.ts checks for the Envoy launcher command (src/envoy/deathlink.ts) before any command runs. */
-const MAIN_ENVOY_LAUNCHER = ["src/envoy/deathlink.ts", "src/envoy/errors.ts", "src/envoy/process.ts"];
+/** src/main.ts checks for the Envoy launcher command (src/envoy/envoyexec.ts) before any command runs. */
+const MAIN_ENVOY_LAUNCHER = ["src/envoy/envoyexec.ts"];
+
+// A copy of the agent runs as Envoy's launcher between the agent's spawn call and Envoy's first
+// instruction (src/envoy/deathlink.ts), so everything it evaluates delays Envoy: only the entry
+// point and the launcher with its FFI glue, none of the CLI. Envoy's binary is missing here, so the
+// exec fails and the copy exits (127), writing its list.
+test("Envoy launcher (__envoy-exec): only the entry point and the launcher's code", async () => {
+  const cwd = join(dir, "envoy-exec");
+  mkdirSync(cwd, { recursive: true });
+  const list = join(cwd, "modules.txt");
+  const child = Bun.spawn([process.execPath, "--preload", PRELOAD, join(REPO, "src/main.ts"), "__envoy-exec", String(process.pid), join(cwd, "no-envoy")], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AGENT_TEST_LOADED_MODULES: list },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const stderr = await new Response(child.stderr).text();
+  expect(await child.exited).toBe(127);
+  expect(stderr).toContain(`cannot start Envoy ${join(cwd, "no-envoy")}`);
+  const mods = readFileSync(list, "utf8")
+    .split("\n")
+    .filter((p) => p.startsWith(REPO + "/"))
+    .map((p) => p.slice(REPO.length + 1));
+  // (src/main.ts itself is still being evaluated when the exec fails, so it is not listed yet.)
+  expect(mods.filter((m) => !m.startsWith("test/"))).toEqual(["native/pdeathsig.ts", "src/envoy/envoyexec.ts"]);
+}, 30_000);
 
 test("proxyless agent (istiod, local CA), settled: no iptables, local-mode, STS, DNS-proxy, gRPC, protobuf, YAML or ASN.1 library code", async () => {
   const mods = await loadedModules(

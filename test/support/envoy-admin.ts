@@ -17,10 +17,15 @@ export interface UpdateCounts {
   lds: number;
 }
 
+/** The Unix socket path of the bootstrap's static cluster `name` (e.g. `sds-grpc`), if it has one. */
+export function clusterPipe(b: StandinBootstrap, name: string): string | undefined {
+  const c = b.static_resources?.clusters?.find((x) => x.name === name);
+  return c?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.pipe?.path;
+}
+
 /** The Unix socket path of the bootstrap's `xds-grpc` cluster (the agent's XDS socket), if it has one. */
 export function xdsPipe(b: StandinBootstrap): string | undefined {
-  const c = b.static_resources?.clusters?.find((x) => x.name === "xds-grpc");
-  return c?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.pipe?.path;
+  return clusterPipe(b, "xds-grpc");
 }
 
 /** What a drain scenario needs of the admin API beyond readiness. */
