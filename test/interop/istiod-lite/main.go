@@ -108,6 +108,7 @@ func main() {
 		fatalf("ca: %v", err)
 	}
 	ca.Authenticators = []security.Authenticator{auth}
+	startFleet(ds, ca) // fleet.go: per-pod tokens and the control server, when asked
 
 	ready, _ := json.Marshal(map[string]any{
 		"xdsPort":  xl.Addr().(*net.TCPAddr).Port,

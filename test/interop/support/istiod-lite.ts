@@ -47,6 +47,8 @@ export interface IstiodLite {
   reloadMeshCaCertificates(pem: string): Promise<void>;
   /** Lines it wrote on stderr, for failure messages. */
   log(): string;
+  /** The running server's process id (a new one after each restart). */
+  pid(): number;
   stop(): Promise<void>;
 }
 
@@ -65,6 +67,8 @@ export interface LiteOptions {
   meshCaCertificates?: string;
   /** Hold each xDS stream's first response (and so its headers) this long: a Go duration, e.g. "7s". */
   firstResponseDelay?: string;
+  /** More flags (istiod-lite/fleet.go's --fleet-tokens, --control-port), kept across restarts. */
+  args?: string[];
 }
 
 export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promise<IstiodLite> {
@@ -83,6 +87,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
     const args = [ISTIOD_LITE, "--config", configDir, "--state", stateDir];
     if (ports) args.push("--xds-port", String(ports.xdsPort), "--ca-port", String(ports.caPort));
     if (opts.firstResponseDelay) args.push("--first-response-delay", opts.firstResponseDelay);
+    args.push(...(opts.args ?? []));
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work };
     if (opts.meshCaCertificates !== undefined) {
       args.push("--mesh-ca-certificates", caCertsFile);
@@ -160,6 +165,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
       if (!line.startsWith('{"reloaded":true')) throw new Error(`istiod-lite could not reload the trust anchors: ${line}`);
     },
     log: () => stderr,
+    pid: () => proc?.pid ?? 0,
     async stop() {
       await stopProc();
       rmSync(work, { recursive: true, force: true });
