@@ -17,13 +17,15 @@ export interface CdfPanel {
 const W = 460;
 const H = 320;
 const M = { l: 52, r: 16, t: 30, b: 44 };
+/** Coordinates to 0.1 px: the file stays small with thousands of points. */
+const r1 = (v: number) => Math.round(v * 10) / 10;
 const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;");
 
 function panel(p: CdfPanel, x0: number, lo: number, hi: number): string {
   const pw = W - M.l - M.r;
   const ph = H - M.t - M.b;
-  const lx = (v: number) => x0 + M.l + ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * pw;
-  const ly = (f: number) => M.t + (1 - f) * ph;
+  const lx = (v: number) => r1(x0 + M.l + ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * pw);
+  const ly = (f: number) => r1(M.t + (1 - f) * ph);
   const out: string[] = [`<text x="${x0 + W / 2}" y="18" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`];
   out.push(`<rect x="${x0 + M.l}" y="${M.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
   for (let d = Math.ceil(Math.log10(lo)); d <= Math.floor(Math.log10(hi)); d++) {
