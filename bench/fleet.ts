@@ -13,7 +13,7 @@
 
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { buildInterop, PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { istioBootstrapTemplate } from "../test/interop/support/agent-run.ts";
 import { Fleet, nowMs, type PodDump, type XdsMode } from "../test/interop/support/fleet.ts";
@@ -116,7 +116,7 @@ async function measureFleet(agent: Agent, mode: XdsMode, log: (l: string) => voi
     const storm = await f.storm(600_000);
     const readyMs = [...storm.ready.values()].map((t) => t - storm.t0);
     const cpuStorm = cpuMs(istiod0) - cpu0;
-    const atStorm = f.counts();
+    const atStorm = await f.counters();
     await Bun.sleep(SETTLE_MS);
     const uss = f.pods.map((p) => ussKiB(p.proc!.pid));
     const rss = f.pods.map((p) => rssKiB(p.proc!.pid));
@@ -201,12 +201,12 @@ function table(o: FleetResult, t: FleetResult): string[] {
     row(`start storm: all ${PODS} → last ready, s`, o.stormLastMs / 1000, t.stormLastMs / 1000, 2),
     row("start storm: median pod ready, s", o.stormMedianMs / 1000, t.stormMedianMs / 1000, 2),
     text(
-      "CSRs per pod seen by istiod (storm; whole run)",
+      "CSRs per pod seen by istiod (storm: its counters; whole run: its records)",
       `${range(o.csrsPerPod)}; ${range(o.csrsPerPodEnd)}`,
       `${range(t.csrsPerPod)}; ${range(t.csrsPerPodEnd)}`,
     ),
     text(
-      "xDS streams per pod seen by istiod (storm; after restart)",
+      "xDS streams per pod seen by istiod (storm: its counters; after restart: its records)",
       `${range(o.streamsPerPod)}; ${range(o.streamsPerPodEnd)}`,
       `${range(t.streamsPerPod)}; ${range(t.streamsPerPodEnd)}`,
     ),
@@ -275,7 +275,7 @@ export async function run(): Promise<string> {
     });
   }
   writeFileSync(SVG, cdfSvg(panels, `bench/fleet.ts, ${date} UTC, ${machine()}, load ${results[0]?.load.start}; each point one pod's ACK of one change`));
-  out.push("", `Propagation CDF (each pod's ACK of each change): ${SVG.slice(ROOT.length + 1)}.`, "");
+  out.push("", `Propagation CDF (each pod's ACK of each change): ${relative(ROOT, SVG)}.`, "");
   return out.join("\n");
 }
 

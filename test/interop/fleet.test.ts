@@ -33,6 +33,8 @@ describeRequiring({ check: interopUnmet }, "fleet: a few pods of our agent again
   let after: Record<string, PodDump>;
   let counts: ReturnType<Fleet["counts"]>;
   let countsBeforeRestart: ReturnType<Fleet["counts"]>;
+  let countersBefore: Awaited<ReturnType<Fleet["counters"]>>;
+  let countersAfter: Awaited<ReturnType<Fleet["counters"]>>;
 
   beforeAll(async () => {
     requireBinary();
@@ -41,12 +43,14 @@ describeRequiring({ check: interopUnmet }, "fleet: a few pods of our agent again
     for (let i = 0; i < SMALL; i++) marks.push((await fleet.change("small", 0, 20_000)).id);
     for (let i = 0; i < LARGE; i++) marks.push((await fleet.change("large", 10, 20_000)).id);
     countsBeforeRestart = fleet.counts();
+    countersBefore = await fleet.counters();
     before = await fleet.dump();
     const r = await fleet.restart(30_000);
     // Sentinel: one more change after the restart reached every pod, so the restart's pushes are done.
     marks.push((await fleet.change("small", 0, 20_000)).id);
     after = await fleet.dump(r.tStop);
     counts = fleet.counts();
+    countersAfter = await fleet.counters();
   }, 150_000);
 
   afterAll(async () => {
@@ -71,6 +75,11 @@ describeRequiring({ check: interopUnmet }, "fleet: a few pods of our agent again
     expect(sortMap(counts.csrs)).toEqual(sortMap(want("pod", 1)));
     expect(sortMap(counts.streams)).toEqual(sortMap(want("fleet", 2)));
     expect(counts.unknown).toBe(0);
+    // istiod-lite's own counters say the same; the restarted process saw one stream per pod and no CSR.
+    expect(sortMap(countersBefore.csrs)).toEqual(sortMap(want("pod", 1)));
+    expect(sortMap(countersBefore.streams)).toEqual(sortMap(want("fleet", 1)));
+    expect(countersAfter.csrs).toEqual(new Map());
+    expect(sortMap(countersAfter.streams)).toEqual(sortMap(want("fleet", 1)));
   });
 
   test("after istiod's restart every pod holds the resources it held before, none lost, none added", () => {

@@ -12,9 +12,12 @@ package main
 //     (Service and EndpointSlice documents) and creates or updates each object in the discovery
 //     server's Kubernetes client, as a change in a cluster would reach istiod. The caller keeps
 //     the same YAML in the --config folder so a restarted server serves the same config.
+//     GET /counters: the CSRs and xDS streams this process authenticated per fleet identity,
+//     {"csr":{"<ns>/<sa>":n},"xds":{"<ns>/<sa>":n}} (a restart starts from zero).
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +25,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,8 +55,9 @@ const fleetToken = "fleet:"
 
 // startFleet installs the per-pod authenticator and the control server when their flags ask.
 func startFleet(ds *xdsfake.FakeDiscoveryServer, ca *mock.CAServer) {
+	counts := &fleetCounters{csr: map[string]int{}, xds: map[string]int{}}
 	if *fleetTokens {
-		a := fleetAuthenticator{}
+		a := fleetAuthenticator{counts: counts}
 		ds.Discovery.Authenticators = append([]security.Authenticator{a}, ds.Discovery.Authenticators...)
 		ca.Authenticators = append([]security.Authenticator{a}, ca.Authenticators...)
 	}
@@ -80,17 +86,52 @@ func startFleet(ds *xdsfake.FakeDiscoveryServer, ca *mock.CAServer) {
 		}
 		fmt.Fprintf(w, "{\"applied\":%d}\n", n)
 	})
+	mux.HandleFunc("/counters", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(counts.snapshot())
+	})
 	go func() { _ = http.Serve(l, mux) }()
 	fmt.Printf("{\"controlPort\":%d}\n", l.Addr().(*net.TCPAddr).Port)
 }
 
-// fleetAuthenticator maps "Bearer fleet:<ns>:<sa>" to that workload's SPIFFE identity; any
-// other token is left to the next authenticator.
-type fleetAuthenticator struct{}
+// fleetCounters counts what the server authenticated per fleet identity: each CSR (the CA
+// authenticates every CreateCertificate) and each xDS stream (the discovery server
+// authenticates a stream once, when it opens).
+type fleetCounters struct {
+	mu       sync.Mutex
+	csr, xds map[string]int
+}
+
+func (c *fleetCounters) add(method, who string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.HasSuffix(method, "/CreateCertificate") {
+		c.csr[who]++
+	} else {
+		c.xds[who]++
+	}
+}
+
+func (c *fleetCounters) snapshot() map[string]map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp := func(m map[string]int) map[string]int {
+		out := make(map[string]int, len(m))
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	return map[string]map[string]int{"csr": cp(c.csr), "xds": cp(c.xds)}
+}
+
+// fleetAuthenticator maps "Bearer fleet:<ns>:<sa>" to that workload's SPIFFE identity and
+// counts the call; any other token is left to the next authenticator.
+type fleetAuthenticator struct{ counts *fleetCounters }
 
 func (fleetAuthenticator) AuthenticatorType() string { return "fleet" }
 
-func (fleetAuthenticator) Authenticate(ctx security.AuthContext) (*security.Caller, error) {
+func (a fleetAuthenticator) Authenticate(ctx security.AuthContext) (*security.Caller, error) {
 	if ctx.GrpcContext == nil {
 		return nil, errors.New("fleet tokens are gRPC only")
 	}
@@ -103,6 +144,8 @@ func (fleetAuthenticator) Authenticate(ctx security.AuthContext) (*security.Call
 		return nil, fmt.Errorf("fleet token %q: want fleet:<namespace>:<service account>", md[0])
 	}
 	id := spiffe.Identity{TrustDomain: "cluster.local", Namespace: parts[0], ServiceAccount: parts[1]}
+	method, _ := grpc.Method(ctx.GrpcContext)
+	a.counts.add(method, parts[0]+"/"+parts[1])
 	return &security.Caller{AuthSource: security.AuthSourceIDToken, Identities: []string{id.String()}}, nil
 }
 

@@ -323,8 +323,22 @@ export class Fleet {
     return this.envoys.dump(since);
   }
 
+  /** What istiod recorded (requests.jsonl, across restarts) per pod. */
   counts(): IstiodCounts {
     return countsOf(this.lite.records());
+  }
+
+  /** istiod-lite's own counters (GET /counters) per pod, since the running process started. */
+  async counters(): Promise<{ csrs: Map<string, number>; streams: Map<string, number> }> {
+    const r = await fetch(`http://127.0.0.1:${this.controlPort}/counters`, { signal: AbortSignal.timeout(10_000) });
+    if (!r.ok) throw new Error(`istiod-lite /counters: ${r.status}`);
+    const c = (await r.json()) as { csr: Record<string, number>; xds: Record<string, number> };
+    // Keyed by <namespace>/<service account>; the pod's service account is pod-<i>, its name fleet-<i>.
+    const sa = (k: string) => k.slice(k.indexOf("/") + 1);
+    return {
+      csrs: new Map(Object.entries(c.csr).map(([k, n]) => [sa(k), n])),
+      streams: new Map(Object.entries(c.xds).map(([k, n]) => [sa(k).replace(/^pod-/, "fleet-"), n])),
+    };
   }
 
   /**
