@@ -109,6 +109,7 @@ func main() {
 	}
 	ca.Authenticators = []security.Authenticator{auth}
 	registerCAOnXDS(xdsServer, ca)
+	startFleet(ds, ca) // fleet.go: per-pod tokens and the control server, when asked
 	go func() { _ = xdsServer.Serve(xl) }()
 
 	ready, _ := json.Marshal(map[string]any{

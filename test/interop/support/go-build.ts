@@ -18,6 +18,7 @@ export const BIN_DIR = join(INTEROP_DIR, ".bin");
 export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
 export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
 export const VMCONFIG = join(BIN_DIR, "vmconfig");
+export const FLEET_ENVOY = join(BIN_DIR, "fleet-envoy");
 const STAMP = join(BIN_DIR, "stamp");
 
 /** The oracle: the version of istio.io/istio that go.mod requires (the 1.31 line; docs/interop.md). */
@@ -35,13 +36,14 @@ export const PREBUILT_ENV = "INTEROP_PREBUILT";
 /** Small, reproducible binaries: no local paths, no symbol tables (the link is a large share of the build). */
 const BUILD_FLAGS = ["-trimpath", "-ldflags=-s -w"];
 
-export type Binary = "pilot-agent" | "istiod-lite" | "vmconfig";
+export type Binary = "pilot-agent" | "istiod-lite" | "vmconfig" | "fleet-envoy";
 const PACKAGES: Record<Binary, [string, string]> = {
   "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
   "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
   vmconfig: [VMCONFIG, "./vmconfig"],
+  "fleet-envoy": [FLEET_ENVOY, "./fleet-envoy"], // every pod's Envoy stand-in in one process (bench/fleet.ts)
 };
-const ALL: Binary[] = ["pilot-agent", "istiod-lite", "vmconfig"];
+const ALL: Binary[] = ["pilot-agent", "istiod-lite", "vmconfig", "fleet-envoy"];
 
 /** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
 export function findGo(): string | undefined {

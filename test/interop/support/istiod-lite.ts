@@ -51,6 +51,8 @@ export interface IstiodLite {
   reloadMeshCaCertificates(pem: string): Promise<void>;
   /** Lines it wrote on stderr, for failure messages. */
   log(): string;
+  /** The running server's process id (a new one after each restart). */
+  pid(): number;
   stop(): Promise<void>;
 }
 
@@ -71,6 +73,8 @@ export interface LiteOptions {
   firstResponseDelay?: string;
   /** Sign each workload certificate for the validity its request asks for (SECRET_TTL), not 24h. */
   honorRequestedTtl?: boolean;
+  /** More flags (istiod-lite/fleet.go's --fleet-tokens, --control-port), kept across restarts. */
+  args?: string[];
 }
 
 export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promise<IstiodLite> {
@@ -90,6 +94,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
     if (ports) args.push("--xds-port", String(ports.xdsPort), "--ca-port", String(ports.caPort));
     if (opts.firstResponseDelay) args.push("--first-response-delay", opts.firstResponseDelay);
     if (opts.honorRequestedTtl) args.push("--honor-requested-ttl");
+    args.push(...(opts.args ?? []));
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work };
     if (opts.meshCaCertificates !== undefined) {
       args.push("--mesh-ca-certificates", caCertsFile);
@@ -171,6 +176,7 @@ export async function startIstiodLite(yaml = "", opts: LiteOptions = {}): Promis
       if (!line.startsWith('{"reloaded":true')) throw new Error(`istiod-lite could not reload the trust anchors: ${line}`);
     },
     log: () => stderr,
+    pid: () => proc?.pid ?? 0,
     async stop() {
       await stopProc();
       rmSync(work, { recursive: true, force: true });
