@@ -1,5 +1,6 @@
-// Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference) and
-// istiod-lite (Istio's discovery server and CA on loopback), into test/interop/.bin (ignored).
+// Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference),
+// istiod-lite (Istio's discovery server and CA on loopback) and injector (Istio's sidecar
+// injector over the chart's templates), into test/interop/.bin (ignored).
 // istio.io/istio and every module it needs come from the Go module proxy at the versions
 // test/interop/go.mod and go.sum name (no replace directives, no local source trees).
 // Rebuilt only when go.mod, go.sum, the Go sources, the build flags or the Go version change
@@ -17,6 +18,7 @@ export const INTEROP_DIR = resolve(import.meta.dir, "..");
 export const BIN_DIR = join(INTEROP_DIR, ".bin");
 export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
 export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
+export const INJECTOR = join(BIN_DIR, "injector");
 const STAMP = join(BIN_DIR, "stamp");
 
 /** The oracle: the version of istio.io/istio that go.mod requires (the 1.31 line; docs/interop.md). */
@@ -34,12 +36,13 @@ export const PREBUILT_ENV = "INTEROP_PREBUILT";
 /** Small, reproducible binaries: no local paths, no symbol tables (the link is a large share of the build). */
 const BUILD_FLAGS = ["-trimpath", "-ldflags=-s -w"];
 
-export type Binary = "pilot-agent" | "istiod-lite";
+export type Binary = "pilot-agent" | "istiod-lite" | "injector";
 const PACKAGES: Record<Binary, [string, string]> = {
   "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
   "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
+  injector: [INJECTOR, "./injector"],
 };
-const ALL: Binary[] = ["pilot-agent", "istiod-lite"];
+const ALL: Binary[] = ["pilot-agent", "istiod-lite", "injector"];
 
 /** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
 export function findGo(): string | undefined {
@@ -105,7 +108,7 @@ function stale(go: string, which: Binary[]): { stamp: string; todo: Binary[] } {
 }
 
 function buildCommand(go: string, outDir: string, todo: Binary[]): string[] {
-  // One `go build` for both: the packages they share compile once, in parallel.
+  // One `go build` for all: the packages they share compile once, in parallel.
   return [go, "build", ...BUILD_FLAGS, "-v", "-o", outDir + "/", ...todo.map((n) => PACKAGES[n][1])];
 }
 
@@ -123,7 +126,7 @@ export interface BuildResult {
 }
 
 /**
- * Builds the named binaries (default both) unless their stamps say they are current, in one
+ * Builds the named binaries (default all) unless their stamps say they are current, in one
  * synchronous `go build` (no progress: use buildInterop for long builds). Throws with the go
  * output on failure.
  */
