@@ -8,7 +8,7 @@
 //
 // Input (stdin, JSON): {"installs": [{"id", "set": [helm --set flags], "templates": {name: text}}],
 // "pods": [{"name", "install", "object": <a Deployment, Pod, ... as JSON>}]}.
-// Output (stdout, JSON): {"pods": [{"name", "object": <the injected object>} or {"name", "error"}]}.
+// Output (stdout, JSON; Istio's own log lines go to stderr): {"pods": [{"name", "object": <the injected object>} or {"name", "error"}]}.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	"istio.io/istio/operator/pkg/render"
@@ -171,7 +172,16 @@ func run(in io.Reader, w io.Writer) error {
 }
 
 func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
+	// Istio's loggers write to stdout; the JSON answer gets the real stdout, everything else stderr.
+	answer, err := syscall.Dup(1)
+	if err == nil {
+		err = syscall.Dup2(2, 1)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "injector: redirect stdout:", err)
+		os.Exit(1)
+	}
+	if err := run(os.Stdin, os.NewFile(uintptr(answer), "stdout")); err != nil {
 		fmt.Fprintln(os.Stderr, "injector:", err)
 		os.Exit(1)
 	}
