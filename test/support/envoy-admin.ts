@@ -27,8 +27,9 @@ export function xdsPipe(b: StandinBootstrap): string | undefined {
  * Envoy's admin API as the agents read it, on the bootstrap's admin address: GET /ready (LIVE),
  * GET /stats?filter=<re> (`name: value` lines from `updates`, read at each request),
  * /drain_listeners, /quitquitquit (exits 0 just after answering); anything else 404.
+ * `onRequest` sees every request's method and path with its query first (the interop stand-in records them).
  */
-export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts): void {
+export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts, onRequest?: (method: string, path: string) => void): void {
   const stats = () => [
     `cluster_manager.cds.update_success: ${updates.cds}`,
     `listener_manager.lds.update_success: ${updates.lds}`,
@@ -41,6 +42,7 @@ export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts): voi
     hostname: sa.address ?? "127.0.0.1",
     fetch(req) {
       const url = new URL(req.url);
+      onRequest?.(req.method, url.pathname + url.search);
       if (url.pathname === "/ready") return new Response("LIVE\n");
       if (url.pathname === "/stats") {
         const re = new RegExp(url.searchParams.get("filter") ?? "");

@@ -5,8 +5,11 @@
 // INTEROP_ENVOY_XDS=sotw|delta acts as Envoy's xDS client: it dials the bootstrap's `xds-grpc`
 // pipe, sends the bootstrap's Node in the first request (as Envoy does), subscribes to CDS and
 // LDS, then to EDS for the EDS clusters and RDS for the route names in the listeners, and ACKs
-// every response. Each response is recorded as {"event":"xds", typeUrl, names}. With
-// INTEROP_ENVOY_READY=1 its stats say config was received without any xDS stream.
+// every response. Each response is recorded as {"event":"xds", typeUrl, names}, each admin call
+// other than the readiness polls as {"event":"admin", message: "POST /drain_listeners?graceful"}. With
+// INTEROP_ENVOY_READY=1 its stats say config was received without any xDS stream; with
+// INTEROP_ENVOY_HEALTH=<port> it serves Envoy's health listener there (/healthz/ready, routed to
+// the bootstrap's `agent` cluster as Envoy routes it).
 
 import { appendFileSync, chmodSync, readFileSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
@@ -23,7 +26,7 @@ export const EDS = T("config.endpoint.v3.ClusterLoadAssignment");
 const HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
 export interface StandinRecord {
-  event: "start" | "xds" | "xds-end" | "signal" | "error";
+  event: "start" | "xds" | "xds-end" | "signal" | "error" | "admin";
   argv?: string[];
   cwd?: string;
   bootstrap?: string;
@@ -187,6 +190,11 @@ function runAds(
   return new Promise((res) => stream.on("close", () => (session.close(), res())));
 }
 
+interface AgentCluster {
+  name: string;
+  load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { socket_address?: { address?: string; port_value?: number } } } }[] }[] };
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const recordFile = process.env.INTEROP_ENVOY_RECORD;
@@ -224,7 +232,33 @@ async function main(): Promise<void> {
       })();
     } else record({ event: "error", message: "no xds-grpc pipe in the bootstrap" });
   }
-  serveEnvoyAdmin(b, updates);
+  // INTEROP_ENVOY_HEALTH=<port>: Envoy's health listener (the bootstrap's 15021 listener), which
+  // routes /healthz/ready to the bootstrap's `agent` cluster (the agent's status port).
+  const health = Number(process.env.INTEROP_ENVOY_HEALTH ?? 0);
+  if (health > 0) {
+    const agent = (b as { static_resources?: { clusters?: AgentCluster[] } }).static_resources?.clusters?.find((c) => c.name === "agent");
+    const sa = agent?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.socket_address;
+    Bun.serve({
+      port: health,
+      hostname: "0.0.0.0",
+      async fetch(req) {
+        const url = new URL(req.url);
+        if (url.pathname !== "/healthz/ready" || !sa) return new Response("not found\n", { status: 404 });
+        try {
+          const r = await fetch(`http://${sa.address?.includes(":") ? `[${sa.address}]` : sa.address}:${sa.port_value}/healthz/ready`, {
+            signal: AbortSignal.timeout(3000),
+          });
+          return new Response(await r.text(), { status: r.status });
+        } catch {
+          return new Response("upstream connect error\n", { status: 503 });
+        }
+      },
+    });
+  }
+  // Readiness polls are many and timing-dependent; the admin calls that change Envoy's state are recorded.
+  serveEnvoyAdmin(b, updates, (method, path) => {
+    if (!path.startsWith("/ready") && !path.startsWith("/stats")) record({ event: "admin", message: `${method} ${path}` });
+  });
 }
 
 if (import.meta.main) await main();

@@ -191,7 +191,9 @@ export function workloadCase(r: Rng, i: number): WorkloadCase {
         metadata: { labels, annotations },
         spec: {
           serviceAccountName: r.pick(["default", `${app}-sa`]),
-          ...(r.chance(0.2) ? { terminationGracePeriodSeconds: r.pick([5, 10]) } : {}),
+          // Grace periods well above the longest drain the corpus sets (10s): an exit racing the
+          // kubelet's SIGKILL would make the lifecycle comparison depend on the machine's load.
+          ...(r.chance(0.2) ? { terminationGracePeriodSeconds: r.pick([15, 20]) } : {}),
           containers,
         },
       },
