@@ -2,35 +2,22 @@
 // way (`.config.ProxyAdminPort`, `.metadata.Namespace`): protobuf-JSON names become Go field
 // names, nested messages become structs, and unset scalar fields read as their zero values.
 
-import type { ProxyConfig } from "../config/proxyconfig.ts";
+import { PROXY_CONFIG_SCALAR_ZERO, type ProxyConfig } from "../config/proxyconfig.ts";
 import { TYPED_FIELDS, type TypedMetadata } from "../config/metadata.ts";
 import { GoStruct, isPlainObject } from "./gotemplate/values.ts";
 
-/** ProxyConfig scalar fields and their Go zero values (messages, lists and maps are nil). */
+const goName = (jsonName: string) => jsonName.charAt(0).toUpperCase() + jsonName.slice(1);
+
+/** ProxyConfig fields and their Go zero values: the scalars' from the proto, messages, lists, maps and wrappers nil. */
 const PROXY_CONFIG_ZERO: Record<string, unknown> = {
-  ConfigPath: "",
-  BinaryPath: "",
-  ServiceCluster: "",
+  ...Object.fromEntries(Object.entries(PROXY_CONFIG_SCALAR_ZERO).map(([k, v]) => [goName(k), v])),
   DrainDuration: null,
-  DiscoveryAddress: "",
-  ZipkinAddress: "",
-  StatsdUdpAddress: "",
-  EnvoyMetricsServiceAddress: "",
-  ProxyAdminPort: 0,
-  AvailabilityZone: "",
-  ControlPlaneAuthPolicy: "NONE",
-  CustomConfigFile: "",
-  StatNameLength: 0,
   Concurrency: null,
-  ProxyBootstrapTemplatePath: "",
-  InterceptionMode: "REDIRECT",
   Tracing: null,
   EnvoyAccessLogService: null,
   EnvoyMetricsService: null,
-  StatusPort: 0,
   ExtraStatTags: null,
   TerminationDrainDuration: null,
-  MeshId: "",
   ReadinessProbe: null,
   ProxyStatsMatcher: null,
   HoldApplicationUntilProxyStarts: null,
@@ -39,7 +26,6 @@ const PROXY_CONFIG_ZERO: Record<string, unknown> = {
   PrivateKeyProvider: null,
   ProxyHeaders: null,
   FileFlushInterval: null,
-  FileFlushMinSizeKb: 0,
   StatsCompression: null,
   ConnectionSettings: null,
   ProxyMetadata: null,
@@ -49,8 +35,6 @@ const PROXY_CONFIG_ZERO: Record<string, unknown> = {
 
 /** JSON fields that are Go maps (keys are data, not field names). */
 const MAP_FIELDS = new Set(["proxyMetadata", "runtimeValues"]);
-
-const goName = (jsonName: string) => jsonName.charAt(0).toUpperCase() + jsonName.slice(1);
 
 function toGo(jsonName: string, v: unknown): unknown {
   if (MAP_FIELDS.has(jsonName)) return v;

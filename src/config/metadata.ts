@@ -8,7 +8,7 @@
 // fields are then set from the inputs, and the final metadata is the typed JSON plus every untyped
 // key the typed JSON lacks. StringBool fields serialize as "true"/"false", omitted when false.
 
-import type { ProxyConfig } from "./proxyconfig.ts";
+import { protoJsonProxyConfig, type ProxyConfig } from "./proxyconfig.ts";
 import { errorMessage } from "../lib/errors.ts";
 
 export interface PlatformInfo {
@@ -337,7 +337,7 @@ export function typedMetadataJson(typed: TypedMetadata): Record<string, unknown>
         if ((v as string[]).length > 0) out[key] = v;
         break;
       case "proxyconfig":
-        out[key] = v;
+        out[key] = protoJsonProxyConfig(v as ProxyConfig);
         break;
     }
   }

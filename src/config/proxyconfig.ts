@@ -45,6 +45,39 @@ export interface ProxyConfig {
   [extra: string]: unknown;
 }
 
+/**
+ * ProxyConfig's plain scalar fields (strings, integers, enums; not the wrapper-typed ones such as
+ * concurrency) and their protobuf zero values. Protobuf JSON leaves a field at its zero out, so
+ * an explicitly set zero (`interceptionMode: REDIRECT`, `controlPlaneAuthPolicy: NONE`) is
+ * indistinguishable from an unset one in what istiod receives.
+ */
+export const PROXY_CONFIG_SCALAR_ZERO: Readonly<Record<string, string | number>> = {
+  configPath: "",
+  binaryPath: "",
+  serviceCluster: "",
+  discoveryAddress: "",
+  zipkinAddress: "",
+  statsdUdpAddress: "",
+  envoyMetricsServiceAddress: "",
+  proxyAdminPort: 0,
+  availabilityZone: "",
+  controlPlaneAuthPolicy: "NONE",
+  customConfigFile: "",
+  statNameLength: 0,
+  proxyBootstrapTemplatePath: "",
+  interceptionMode: "REDIRECT",
+  statusPort: 0,
+  meshId: "",
+  fileFlushMinSizeKb: 0,
+};
+
+/** The ProxyConfig as protobuf JSON encodes it (node metadata PROXY_CONFIG): scalar fields at their zero left out. */
+export function protoJsonProxyConfig(pc: ProxyConfig): ProxyConfig {
+  const out: ProxyConfig = {};
+  for (const [k, v] of Object.entries(pc)) if (!(k in PROXY_CONFIG_SCALAR_ZERO && PROXY_CONFIG_SCALAR_ZERO[k] === v)) out[k] = v;
+  return out;
+}
+
 /** Istio's mesh.DefaultProxyConfig(), in protobuf-JSON form. */
 export function defaultProxyConfig(): ProxyConfig {
   return {

@@ -35,6 +35,27 @@ describe("buildNodeMetadata", () => {
     });
   });
 
+  test("PROXY_CONFIG as protobuf JSON: scalar fields set to their zero are left out, wrappers kept (found by the injection differential)", () => {
+    const md = buildNodeMetadata(
+      inputs({
+        proxyConfig: {
+          interceptionMode: "REDIRECT",
+          controlPlaneAuthPolicy: "NONE",
+          statNameLength: 0,
+          meshId: "",
+          concurrency: 0,
+          holdApplicationUntilProxyStarts: false,
+          serviceCluster: "istio-proxy",
+        },
+      }),
+    );
+    expect(md.PROXY_CONFIG).toEqual({ concurrency: 0, holdApplicationUntilProxyStarts: false, serviceCluster: "istio-proxy" });
+    expect(buildNodeMetadata(inputs({ proxyConfig: { interceptionMode: "TPROXY", controlPlaneAuthPolicy: "MUTUAL_TLS" } })).PROXY_CONFIG).toEqual({
+      interceptionMode: "TPROXY",
+      controlPlaneAuthPolicy: "MUTUAL_TLS",
+    });
+  });
+
   test("ISTIO_META_* over proxyMetadata, ISTIO_METAJSON_* merged at top level, raw keys kept", () => {
     const md = buildNodeMetadata(
       inputs({

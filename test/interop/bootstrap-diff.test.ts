@@ -12,7 +12,8 @@ import { DIST_AGENT, requireBinary } from "../support/binary.ts";
 import { freePort } from "../e2e/pod.ts";
 import { interopUnmet, PILOT_AGENT } from "./support/go-build.ts";
 import { startIstiodLite, LITE_TOKEN, type IstiodLite } from "./support/istiod-lite.ts";
-import { istioBootstrapTemplate, runAgentUntilEnvoy, type AgentRun } from "./support/agent-run.ts";
+import { istioBootstrapTemplate, runAgentUntilEnvoy } from "./support/agent-run.ts";
+import { comparableDocs as docs, ENVOY_EXPECTED, type Expected } from "./support/bootstrap-expected.ts";
 import { podCase, type PodCase } from "./support/bootstrap-corpus.ts";
 import { jsonDiff, showValue, type JsonDifference } from "./support/json-diff.ts";
 import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
@@ -21,31 +22,7 @@ import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
  * Known differences, each reported in docs/compat.md. `path` matches the JSON path of a
  * difference in the named document; `applies` narrows it to the cases it concerns.
  */
-export const EXPECTED: { doc: "start" | "argv" | "bootstrap" | "grpc"; path: RegExp; applies?: (c: PodCase) => boolean; reason: string }[] = [
-  {
-    doc: "argv",
-    path: /^\[1\]$/,
-    reason: "Envoy's -c: Istio passes the relative etc/istio/proxy/envoy-rev.json, we pass an absolute path",
-  },
-  {
-    doc: "grpc",
-    path: /^xds_servers\[0\]\.server_uri$/,
-    reason:
-      "grpc-bootstrap.json server_uri: Istio writes unix:///etc/istio/proxy/XDS (the relative path made absolute from /), we write the real absolute path",
-  },
-];
-
-function docs(r: AgentRun): { argv: unknown; bootstrap: unknown; grpc: unknown } {
-  const parse = (s?: string) => {
-    if (s === undefined) return undefined;
-    try {
-      return JSON.parse(s);
-    } catch {
-      return `unparsable: ${s.slice(0, 200)}`;
-    }
-  };
-  return { argv: r.argv, bootstrap: parse(r.bootstrap), grpc: parse(r.grpcBootstrap) };
-}
+export const EXPECTED: Expected<PodCase>[] = [...ENVOY_EXPECTED];
 
 const reproduce = (c: PodCase): string =>
   [...Object.entries(c.env).map(([k, v]) => `${k}='${v.replace(/'/g, `'\\''`)}'`), "<agent>", ...c.args].join(" ") +

@@ -18,7 +18,7 @@ async function ready(pod: PodRun): Promise<void> {
   if (!up) throw new Error(`agent never became ready (exit ${pod.proc.exitCode}):\n${pod.log().slice(-3000)}`);
 }
 
-const polls = (pod: PodRun) => pod.records().filter((r) => r.event === "admin" && decodeURIComponent(r.message ?? "") === ACTIVE_POLL).length;
+const polls = (pod: PodRun) => pod.records().filter((r) => r.event === "admin-poll" && decodeURIComponent(r.message ?? "") === ACTIVE_POLL).length;
 const signalled = (pod: PodRun) => pod.records().some((r) => r.event === "signal");
 
 describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdown (Istio's pilot-agent vs ours)", () => {

@@ -35,15 +35,16 @@ export interface AdminExtras {
    * `listener.<name>.downstream_cx_active` gauges the agents poll while draining).
    */
   stats?: string[];
-  /** Called with the path and query of every admin request (recorded by the interop stand-in). */
-  onRequest?: (pathAndQuery: string) => void;
+  /** Called with the method, path and query of every admin request (recorded by the interop stand-in). */
+  onRequest?: (method: string, pathAndQuery: string) => void;
 }
 
 /**
  * Envoy's admin API as the agents read it, on the bootstrap's admin address: GET /ready (LIVE),
  * GET /stats?filter=<re> (`name: value` lines from `updates` and `extras.stats`, read at each
  * request, filtered by the regular expression on the name as Envoy does), /drain_listeners,
- * /quitquitquit (exits 0 just after answering); anything else 404.
+ * /quitquitquit (exits 0 just after answering); anything else 404. `extras.onRequest` sees every
+ * request's method and path with its query first (the interop stand-in records them).
  */
 export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts, extras: AdminExtras = {}): void {
   const stats = () => [
@@ -59,7 +60,7 @@ export function serveEnvoyAdmin(b: StandinBootstrap, updates: UpdateCounts, extr
     hostname: sa.address ?? "127.0.0.1",
     fetch(req) {
       const url = new URL(req.url);
-      extras.onRequest?.(url.pathname + url.search);
+      extras.onRequest?.(req.method, url.pathname + url.search);
       if (url.pathname === "/ready") return new Response("LIVE\n");
       if (url.pathname === "/stats") {
         const re = new RegExp(url.searchParams.get("filter") ?? "");

@@ -34,6 +34,12 @@ export interface RunOptions {
   /** What ends the run: Envoy started (default), or the gRPC bootstrap written (proxyless). */
   until?: "envoy" | "grpc-bootstrap" | (() => boolean);
   timeoutMs?: number;
+  /** Fills the fresh directory before the agent starts (e.g. a pod's volumes), after `files`. */
+  prepare?: (dir: string) => void;
+  /** Runs the agent under this command (e.g. nsenter into a pod's network namespace). */
+  prefix?: string[];
+  /** Called with the fresh directory while the agent still runs (Envoy started), before it is killed. */
+  whileRunning?: (dir: string) => Promise<void>;
 }
 
 /** Envoy stand-in: records pid, bootstrap copy and NUL-separated arguments (last, as the "started" mark), then waits. */
@@ -59,6 +65,7 @@ export async function runAgentUntilEnvoy(o: RunOptions): Promise<AgentRun> {
       mkdirSync(join(dir, rel, ".."), { recursive: true });
       writeFileSync(join(dir, rel), text);
     }
+    o.prepare?.(dir);
     mkdirSync(join(dir, "var/lib/istio/envoy"), { recursive: true });
     copyFileSync(o.template, join(dir, "var/lib/istio/envoy/envoy_bootstrap_tmpl.json"));
     const launcher = join(dir, "var/lib/istio/envoy/envoy");
@@ -67,7 +74,7 @@ export async function runAgentUntilEnvoy(o: RunOptions): Promise<AgentRun> {
     chmodSync(launcher, 0o755);
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir };
     for (const [k, v] of Object.entries(o.env)) env[k] = v.replaceAll(ROOT_MARK, dir).replaceAll("<ENVOY>", launcher);
-    const p = Bun.spawn([o.bin, ...o.args], { cwd: dir, env, stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([...(o.prefix ?? []), o.bin, ...o.args], { cwd: dir, env, stdout: "pipe", stderr: "pipe" });
     let log = "";
     const pump = async (s: ReadableStream<Uint8Array>) => {
       for await (const c of s) log += new TextDecoder().decode(c);
@@ -91,6 +98,7 @@ export async function runAgentUntilEnvoy(o: RunOptions): Promise<AgentRun> {
     const started = existsSync(`${record}.args`);
     const grpcBootstrap = existsSync(grpcPath) ? readFileSync(grpcPath, "utf8") : undefined;
     const exit = p.exitCode;
+    if (exit === null) await o.whileRunning?.(dir);
     p.kill("SIGKILL");
     if (started)
       try {

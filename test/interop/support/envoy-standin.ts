@@ -10,12 +10,15 @@
 // INTEROP_ENVOY_STATS adds stat lines (`;`-separated `name: value`) to its /stats, e.g. the
 // `listener.*.downstream_cx_active` gauges a drain polls: the stand-in assumes of Envoy only that
 // it lists such gauges under those names, filtered by `filter=<regex>` on the name, and that
-// /stats?usedonly ignores nothing the agents look for. Every admin request is recorded as
-// {"event":"admin", message: path?query}; SIGTERM/SIGINT as {"event":"signal"} before it exits 0
+// /stats?usedonly ignores nothing the agents look for. Admin calls that change Envoy's state are
+// recorded as {"event":"admin", message: "POST /drain_listeners?graceful"}, the readiness and
+// stats polls (many, timing-dependent) as {"event":"admin-poll", message: path?query}; SIGTERM/SIGINT as {"event":"signal"} before it exits 0
 // (SIGKILL leaves no record).
 // With INTEROP_ENVOY_SDS=1 it also opens Envoy's two SDS streams on the bootstrap's `sds-grpc` pipe
 // (the workload certificate `default` and `ROOTCA`), ACKs and records each answer as
 // {"event":"sds", names}.
+// With INTEROP_ENVOY_HEALTH=<port> it serves Envoy's health listener there (/healthz/ready, routed
+// to the bootstrap's `agent` cluster as Envoy routes it).
 
 import { appendFileSync, chmodSync, readFileSync, writeFileSync } from "node:fs";
 import http2 from "node:http2";
@@ -32,7 +35,7 @@ export const EDS = T("config.endpoint.v3.ClusterLoadAssignment");
 const HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
 export interface StandinRecord {
-  event: "start" | "xds" | "xds-end" | "sds" | "signal" | "error" | "admin";
+  event: "start" | "xds" | "xds-end" | "sds" | "signal" | "error" | "admin" | "admin-poll";
   argv?: string[];
   cwd?: string;
   bootstrap?: string;
@@ -249,6 +252,11 @@ function runSds(socket: string, name: string, node: Record<string, unknown>, rec
   return new Promise((res) => stream.on("close", () => (session.close(), res())));
 }
 
+interface AgentCluster {
+  name: string;
+  load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { socket_address?: { address?: string; port_value?: number } } } }[] }[] };
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const recordFile = process.env.INTEROP_ENVOY_RECORD;
@@ -304,7 +312,37 @@ async function main(): Promise<void> {
     .split(";")
     .map((l) => l.trim())
     .filter(Boolean);
-  serveEnvoyAdmin(b, updates, { stats: extra, onRequest: (path) => record({ event: "admin", message: path }) });
+  // INTEROP_ENVOY_HEALTH=<port>: Envoy's health listener (the bootstrap's 15021 listener), which
+  // routes /healthz/ready to the bootstrap's `agent` cluster (the agent's status port).
+  const health = Number(process.env.INTEROP_ENVOY_HEALTH ?? 0);
+  if (health > 0) {
+    const agent = (b as { static_resources?: { clusters?: AgentCluster[] } }).static_resources?.clusters?.find((c) => c.name === "agent");
+    const sa = agent?.load_assignment?.endpoints?.[0]?.lb_endpoints?.[0]?.endpoint?.address?.socket_address;
+    Bun.serve({
+      port: health,
+      hostname: "0.0.0.0",
+      async fetch(req) {
+        const url = new URL(req.url);
+        if (url.pathname !== "/healthz/ready" || !sa) return new Response("not found\n", { status: 404 });
+        try {
+          const r = await fetch(`http://${sa.address?.includes(":") ? `[${sa.address}]` : sa.address}:${sa.port_value}/healthz/ready`, {
+            signal: AbortSignal.timeout(3000),
+          });
+          return new Response(await r.text(), { status: r.status });
+        } catch {
+          return new Response("upstream connect error\n", { status: 503 });
+        }
+      },
+    });
+  }
+  // Readiness and stats polls are many and timing-dependent: recorded apart from the calls that change Envoy's state.
+  serveEnvoyAdmin(b, updates, {
+    stats: extra,
+    onRequest: (method, path) =>
+      record(
+        path.startsWith("/ready") || path.startsWith("/stats") ? { event: "admin-poll", message: path } : { event: "admin", message: `${method} ${path}` },
+      ),
+  });
 }
 
 if (import.meta.main) await main();

@@ -1,5 +1,6 @@
-// Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference) and
-// istiod-lite (Istio's discovery server and CA on loopback), into test/interop/.bin (ignored).
+// Builds the Go test tooling of the interop suites: Istio's pilot-agent (the reference),
+// istiod-lite (Istio's discovery server and CA on loopback) and injector (Istio's sidecar
+// injector over the chart's templates), into test/interop/.bin (ignored).
 // istio.io/istio and every module it needs come from the Go module proxy at the versions
 // test/interop/go.mod and go.sum name (no replace directives, no local source trees).
 // Rebuilt only when go.mod, go.sum, the Go sources, the build flags or the Go version change
@@ -19,6 +20,7 @@ export const PILOT_AGENT = join(BIN_DIR, "pilot-agent");
 export const ISTIOD_LITE = join(BIN_DIR, "istiod-lite");
 export const VMCONFIG = join(BIN_DIR, "vmconfig");
 export const FLEET_ENVOY = join(BIN_DIR, "fleet-envoy");
+export const INJECTOR = join(BIN_DIR, "injector");
 const STAMP = join(BIN_DIR, "stamp");
 
 /** The oracle: the version of istio.io/istio that go.mod requires (the 1.31 line; docs/interop.md). */
@@ -36,14 +38,15 @@ export const PREBUILT_ENV = "INTEROP_PREBUILT";
 /** Small, reproducible binaries: no local paths, no symbol tables (the link is a large share of the build). */
 const BUILD_FLAGS = ["-trimpath", "-ldflags=-s -w"];
 
-export type Binary = "pilot-agent" | "istiod-lite" | "vmconfig" | "fleet-envoy";
+export type Binary = "pilot-agent" | "istiod-lite" | "vmconfig" | "fleet-envoy" | "injector";
 const PACKAGES: Record<Binary, [string, string]> = {
   "pilot-agent": [PILOT_AGENT, "istio.io/istio/pilot/cmd/pilot-agent"],
   "istiod-lite": [ISTIOD_LITE, "./istiod-lite"],
   vmconfig: [VMCONFIG, "./vmconfig"],
   "fleet-envoy": [FLEET_ENVOY, "./fleet-envoy"], // every pod's Envoy stand-in in one process (bench/fleet.ts)
+  injector: [INJECTOR, "./injector"],
 };
-const ALL: Binary[] = ["pilot-agent", "istiod-lite", "vmconfig", "fleet-envoy"];
+const ALL: Binary[] = ["pilot-agent", "istiod-lite", "vmconfig", "fleet-envoy", "injector"];
 
 /** The go command: INTEROP_GO, else `go` on PATH, else /usr/local/go/bin/go. */
 export function findGo(): string | undefined {
@@ -109,7 +112,7 @@ function stale(go: string, which: Binary[]): { stamp: string; todo: Binary[] } {
 }
 
 function buildCommand(go: string, outDir: string, todo: Binary[]): string[] {
-  // One `go build` for both: the packages they share compile once, in parallel.
+  // One `go build` for all: the packages they share compile once, in parallel.
   return [go, "build", ...BUILD_FLAGS, "-v", "-o", outDir + "/", ...todo.map((n) => PACKAGES[n][1])];
 }
 
@@ -127,7 +130,7 @@ export interface BuildResult {
 }
 
 /**
- * Builds the named binaries (default both) unless their stamps say they are current, in one
+ * Builds the named binaries (default all) unless their stamps say they are current, in one
  * synchronous `go build` (no progress: use buildInterop for long builds). Throws with the go
  * output on failure.
  */
