@@ -232,8 +232,13 @@ static int answer_ready(int fd, int keep) {
   return write_all(fd, out, (size_t)n);
 }
 
-/** Relays the connection to the main thread's server, starting with the `have` bytes already read. */
-static void relay(struct responder *r, int idx, int fd, const char *head, size_t have) {
+/**
+ * Relays the connection to the main thread's server, starting with the `have` bytes already read.
+ * With `once`, `head` is one whole request head without a body (a probe the main thread must
+ * answer): it is sent with `Connection: close` added, its answer relayed, and the connection then
+ * ends, so the client's next probe comes on a new connection, which this thread may answer.
+ */
+static void relay(struct responder *r, int idx, int fd, const char *head, size_t have, int once) {
   int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (b < 0) return;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -247,11 +252,16 @@ static void relay(struct responder *r, int idx, int fd, const char *head, size_t
   int one = 1;
   setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   atomic_fetch_add(&r->forwarded, 1);
-  if (have > 0 && write_all(b, head, have) != 0) goto out;
+  if (once) {
+    /* the head ends with CRLF CRLF: insert the header before the blank line */
+    if (write_all(b, head, have - 2) != 0 || write_all(b, "Connection: close\r\n\r\n", 21) != 0) goto out;
+  } else if (have > 0 && write_all(b, head, have) != 0) {
+    goto out;
+  }
   char *buf = malloc(RELAY_BUF);
   if (!buf) goto out;
   struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = b, .events = POLLIN}};
-  int open_in = 1, open_out = 1; /* client → main, main → client */
+  int open_in = !once, open_out = 1; /* client → main, main → client */
   while (open_in || open_out) {
     p[0].fd = open_in ? fd : -1;
     p[1].fd = open_out ? b : -1;
@@ -296,7 +306,11 @@ static void *conn_main(void *arg) {
     }
     size_t hlen = (size_t)(end - head);
     int keep = 0;
-    if (!atomic_load(&r->ready) || atomic_load(&r->stopping) || !hot(head, hlen, &keep) || !files_present(r)) goto forward;
+    if (!hot(head, hlen, &keep)) goto forward;
+    if (!atomic_load(&r->ready) || atomic_load(&r->stopping) || !files_present(r)) {
+      relay(r, c.idx, fd, head, hlen, 1);
+      goto done;
+    }
     if (answer_ready(fd, keep) != 0) goto done;
     atomic_fetch_add(&r->answered, 1);
     memmove(head, head + hlen, have - hlen);
@@ -304,7 +318,7 @@ static void *conn_main(void *arg) {
     if (!keep) goto done;
   }
 forward:
-  relay(r, c.idx, fd, head, have);
+  relay(r, c.idx, fd, head, have, 0);
 done:
   close(fd);
   free_slot(r, c.idx);

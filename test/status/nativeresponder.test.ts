@@ -167,6 +167,27 @@ describeRequiring({ tools: ["gcc", "curl"], apt: ["gcc", "curl"] }, "native stat
     expect(after.body).toContain("config not received from XDS server");
   });
 
+  test("a probe the main thread answers ends its connection, so a keep-alive client's next probe is native", async () => {
+    const readiness = new Readiness();
+    const dns = readiness.block("dns table received");
+    const { wrapped, counts } = counted(library());
+    const { s } = await started(wrapped, { readiness });
+    // Two pipelined probes while not ready: the main thread answers the first and the connection
+    // ends (before rawExchange's 3 s); the second is never read (a client sends it again).
+    const twice = "GET /healthz/ready HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2);
+    const t0 = performance.now();
+    const first = await rawExchange(s.port(), twice);
+    expect(statusLines(first)).toEqual(["HTTP/1.1 503 Service Unavailable"]);
+    expect(performance.now() - t0).toBeLessThan(2500);
+    dns.clear();
+    const armed = await rawExchange(s.port(), twice);
+    expect(statusLines(armed)).toEqual(["HTTP/1.1 200 OK"]);
+    expect(counts()).toMatchObject({ answered: 0, forwarded: 2 });
+    const native = await rawExchange(s.port(), twice, 500);
+    expect(statusLines(native)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
+    expect(counts()).toMatchObject({ answered: 2, forwarded: 2 });
+  });
+
   test("the gRPC bootstrap's certificate files are checked on every native answer", async () => {
     const dir = mkdtempSync(join(tmpdir(), "native-grpc-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
