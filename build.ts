@@ -107,13 +107,15 @@ function nativeEntries(target: string | undefined, outdir: string): string[] {
 function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>, extra: string[]): boolean {
   // The status port's thread (src/status/statusthread.ts) is a second entry point: a Worker's code
   // is found in the binary only when it is built in. `extra` embeds files as they are (the native
-  // responder's library, found in Bun.embeddedFiles by its name: hence the asset naming).
+  // responder's library, found in Bun.embeddedFiles by its name: hence the asset naming); --root
+  // keeps the Worker's path relative to src/ although the library lies outside it.
   const cmd = [
     process.execPath,
     "build",
     "src/main.ts",
     "src/status/statusthread.worker.ts",
     ...extra,
+    "--root=src",
     "--asset-naming=[name].[ext]",
     "--compile",
     "--minify",
