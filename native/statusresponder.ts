@@ -1,10 +1,13 @@
 // The status port's native responder (statusresponder.c) through bun:ffi. The library is built
 // at build time (build.ts, native/build-responder.ts) and embedded in the compiled binary; here
 // its bytes are written to an anonymous memory file (memfd_create: nothing touches a filesystem,
-// so a read-only root is fine) and loaded from /proc/self/fd/N. Linux only. Every failure comes
-// back as a sentence saying why, and the caller serves the port another way.
+// so a read-only root is fine) and loaded from /proc/self/fd/N. Where that cannot be opened (no
+// /proc mounted, a kernel refusing executable memfds), the bytes go to a file in the temporary
+// directory (a pod's writable volume), removed once loaded. Linux only. Every failure comes back
+// as a sentence saying why, and the caller serves the port another way.
 
-import { closeSync, existsSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /** One listening responder (a pointer into the library). */
@@ -78,8 +81,17 @@ interface Symbols {
   sr_stop(r: Ptr): void;
 }
 
-/** Loads the library from `bytes`; a string says why it could not. */
-export function loadStatusResponder(bytes: Uint8Array): StatusResponderLibrary | string {
+export interface LoadOptions {
+  /** Where a file is written when the memfd cannot be opened (default: the temporary directory). */
+  tempDir?: string;
+  /** Where this process's descriptors are seen (default /proc/self/fd; tests name another). */
+  procFd?: string;
+}
+
+/** Loads the library from `bytes` (a memfd, else a file in the temporary directory); a string says why it could not. */
+export function loadStatusResponder(bytes: Uint8Array, opts: LoadOptions = {}): StatusResponderLibrary | string {
+  const tempDir = opts.tempDir ?? tmpdir();
+  const procFd = opts.procFd ?? "/proc/self/fd";
   if (process.platform !== "linux") return `no native status responder on ${process.platform}`;
   let ffi: typeof import("bun:ffi");
   try {
@@ -97,54 +109,71 @@ export function loadStatusResponder(bytes: Uint8Array): StatusResponderLibrary |
       // try the next libc name
     }
   }
-  if (!memfdCreate) return "memfd_create is not reachable through bun:ffi (no glibc or musl libc found)";
-  const label = Buffer.from("agent-status-responder\0");
-  const fd = memfdCreate(ffi.ptr(label), MFD_CLOEXEC);
-  if (fd < 0) return "memfd_create failed (the kernel refuses anonymous files here)";
-  let syms: Symbols;
-  try {
-    writeSync(fd, bytes);
-    const lib = ffi.dlopen(`/proc/self/fd/${fd}`, {
-      sr_start: { args: [T.ptr, T.i32, T.i32, T.ptr], returns: T.ptr },
-      sr_port: { args: [T.ptr], returns: T.i32 },
-      sr_ready: { args: [T.ptr, T.ptr, T.i32], returns: T.i32 },
-      sr_unready: { args: [T.ptr], returns: T.void },
-      sr_remote: { args: [T.ptr, T.i32, T.ptr, T.i32], returns: T.i32 },
-      sr_answered: { args: [T.ptr], returns: T.i64_fast },
-      sr_forwarded: { args: [T.ptr], returns: T.i64_fast },
-      sr_active: { args: [T.ptr], returns: T.i32 },
-      sr_stop: { args: [T.ptr], returns: T.void },
-    });
-    syms = lib.symbols as unknown as Symbols;
-  } catch (e) {
-    return `cannot load the native status responder from /proc/self/fd/${fd}: ${(e as Error).message}`;
-  } finally {
-    closeSync(fd); // the mapping outlives the descriptor
+  const symbols = {
+    sr_start: { args: [T.ptr, T.i32, T.i32, T.ptr], returns: T.ptr },
+    sr_port: { args: [T.ptr], returns: T.i32 },
+    sr_ready: { args: [T.ptr, T.ptr, T.i32], returns: T.i32 },
+    sr_unready: { args: [T.ptr], returns: T.void },
+    sr_remote: { args: [T.ptr, T.i32, T.ptr, T.i32], returns: T.i32 },
+    sr_answered: { args: [T.ptr], returns: T.i64_fast },
+    sr_forwarded: { args: [T.ptr], returns: T.i64_fast },
+    sr_active: { args: [T.ptr], returns: T.i32 },
+    sr_stop: { args: [T.ptr], returns: T.void },
+  } as const;
+  const open = (path: string) => ffi.dlopen(path, symbols).symbols as unknown as Symbols;
+  const why: string[] = [];
+  let syms: Symbols | undefined;
+  const fd = memfdCreate ? memfdCreate(ffi.ptr(Buffer.from("agent-status-responder\0")), MFD_CLOEXEC) : -1;
+  if (!memfdCreate) why.push("memfd_create is not reachable through bun:ffi (no glibc or musl libc found)");
+  else if (fd < 0) why.push("memfd_create failed");
+  else {
+    try {
+      writeSync(fd, bytes);
+      syms = open(`${procFd}/${fd}`);
+    } catch (e) {
+      why.push(`from ${procFd}/${fd}: ${(e as Error).message}`);
+    } finally {
+      closeSync(fd); // the mapping outlives the descriptor
+    }
   }
+  if (!syms) {
+    const file = join(tempDir, `agent-status-responder-${process.pid}.so`);
+    try {
+      rmSync(file, { force: true });
+      writeFileSync(file, bytes, { mode: 0o500 });
+      syms = open(file);
+    } catch (e) {
+      why.push(`from ${file}: ${(e as Error).message}`);
+    } finally {
+      rmSync(file, { force: true }); // the mapping outlives the file
+    }
+  }
+  if (!syms) return `cannot load the native status responder: ${why.join("; ")}`;
+  const sym = syms;
   const ptr = (b: Buffer | Int32Array) => ffi.ptr(b) as Ptr;
   return {
     start(hostname, port, backendPort) {
       const host = Buffer.from(`${hostname}\0`);
       const err = new Int32Array(1);
-      const r = syms.sr_start(ptr(host), port, backendPort, ptr(err));
+      const r = sym.sr_start(ptr(host), port, backendPort, ptr(err));
       if (!r) {
         if (err[0] === -1) throw new Error(`${hostname} is not an IP address`);
         throw new Error(`listen [${hostname}]:${port}: ${ERRNO[err[0]!] ?? `errno ${err[0]}`}`);
       }
       const out = Buffer.alloc(64);
       return {
-        port: () => syms.sr_port(r),
+        port: () => sym.sr_port(r),
         ready(files) {
           const list = Buffer.from(files.map((f) => `${f}\0`).join(""));
-          return syms.sr_ready(r, list.length ? ptr(list) : null, list.length) === 0;
+          return sym.sr_ready(r, list.length ? ptr(list) : null, list.length) === 0;
         },
-        unready: () => syms.sr_unready(r),
+        unready: () => sym.sr_unready(r),
         remote(relayPort) {
-          const n = syms.sr_remote(r, relayPort, ptr(out), out.length);
+          const n = sym.sr_remote(r, relayPort, ptr(out), out.length);
           return n > 0 ? out.toString("latin1", 0, n) : undefined;
         },
-        counts: () => ({ answered: Number(syms.sr_answered(r)), forwarded: Number(syms.sr_forwarded(r)), active: syms.sr_active(r) }),
-        stop: () => syms.sr_stop(r),
+        counts: () => ({ answered: Number(sym.sr_answered(r)), forwarded: Number(sym.sr_forwarded(r)), active: sym.sr_active(r) }),
+        stop: () => sym.sr_stop(r),
       };
     },
   };

@@ -5,7 +5,7 @@
 // handler with the client's address; odd requests left to the main thread; and the choice
 // between the native responder and the Worker (src/status/listen.ts).
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -272,6 +272,30 @@ describeRequiring({ tools: ["gcc", "curl"], apt: ["gcc", "curl"] }, "native stat
     await s.stopped();
     await closed;
     await expect(fetch(`http://127.0.0.1:${port}/healthz/ready`)).rejects.toThrow();
+  });
+});
+
+describeRequiring({ tools: ["gcc"], apt: ["gcc"] }, "loading the native library", () => {
+  test("without /proc/self/fd it is loaded from a file in the temporary directory, removed at once; without either, both reasons", async () => {
+    const built = buildResponder();
+    if ("error" in built) throw new Error(built.error);
+    const bytes = readFileSync(built.file);
+    const dir = mkdtempSync(join(tmpdir(), "native-load-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const lib = loadStatusResponder(bytes, { procFd: join(dir, "no-proc"), tempDir: dir });
+    if (typeof lib === "string") throw new Error(lib);
+    expect(readdirSync(dir)).toEqual([]);
+    const backend = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("main") });
+    cleanups.push(() => backend.stop(true));
+    const r = lib.start("127.0.0.1", 0, backend.port!);
+    cleanups.push(() => r.stop());
+    r.ready([]);
+    expect(await get(`http://127.0.0.1:${r.port()}/healthz/ready`)).toEqual({ status: 200, body: "" });
+    expect(r.counts().answered).toBe(1);
+    const none = loadStatusResponder(bytes, { procFd: join(dir, "no-proc"), tempDir: join(dir, "no-tmp") });
+    expect(none).toStartWith("cannot load the native status responder: from ");
+    expect(none).toContain(join(dir, "no-proc"));
+    expect(none).toContain(join(dir, "no-tmp"));
   });
 });
 
