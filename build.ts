@@ -18,6 +18,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readElfNeeds, type ElfNeeds } from "./scripts/elf-needs.ts";
+import { buildResponder } from "./native/build-responder.ts";
 
 interface Output {
   name: string;
@@ -85,14 +86,40 @@ export function upToDate(file: string, stamp: string, hash: string): boolean {
 /** The start-up JIT policy baked into the binary (see Bun.unsafe.setJITPolicy); AGENT_JIT_POLICY for measurements. */
 const JIT_POLICY = Number(process.env.AGENT_JIT_POLICY ?? 10);
 
-function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>): boolean {
+/** Node's name of the architecture a Bun --target builds for (undefined: this machine). */
+function targetArch(target: string | undefined): string {
+  return target === undefined ? process.arch : target.includes("arm64") || target.includes("aarch64") ? "arm64" : "x64";
+}
+
+/**
+ * The status port's native responder (native/statusresponder.c) for `target`, built with gcc; a
+ * missing compiler is a warning, not an error: that binary then serves its status port from a
+ * Worker thread and says so in its log (src/status/listen.ts).
+ */
+function nativeEntries(target: string | undefined, outdir: string): string[] {
+  if (!(target ?? `bun-${process.platform}`).includes("linux")) return [];
+  const arch = targetArch(target);
+  const r = buildResponder(arch, join(outdir, "native"));
+  if ("error" in r) {
+    console.warn(`warning: no native status responder in the ${target ?? "host"} build: ${r.error}`);
+    return [];
+  }
+  return [r.file];
+}
+
+function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>, extra: string[]): boolean {
   // The status port's thread (src/status/statusthread.ts) is a second entry point: a Worker's code
-  // is found in the binary only when it is built in.
+  // is found in the binary only when it is built in. `extra` embeds files as they are (the native
+  // responder's library, found in Bun.embeddedFiles by its name: hence the asset naming); --root
+  // keeps the Worker's path relative to src/ although the library lies outside it.
   const cmd = [
     process.execPath,
     "build",
     "src/main.ts",
     "src/status/statusthread.worker.ts",
+    ...extra,
+    "--root=src",
+    "--asset-naming=[name].[ext]",
     "--compile",
     "--minify",
     "--sourcemap=none",
@@ -179,7 +206,7 @@ function main(argv: string[]): number {
       // Built beside and renamed into place: a reader never sees half a binary, and a failed
       // build leaves the previous one.
       const tmp = `${file}.${process.pid}.tmp`;
-      const ok = compile(tmp, out.target, bytecode, defines);
+      const ok = compile(tmp, out.target, bytecode, defines, nativeEntries(out.target, outdir));
       if (ok) renameSync(tmp, file);
       else rmSync(tmp, { force: true });
       if (!ok) {

@@ -138,7 +138,7 @@ function podEnv(dir: string, extra: Record<string, string>, proxyConfig: Record<
 }
 
 /** Istio's pilot-agent in `shape`, the way bench/pilotagent.ts runs it; resolves once its XDS socket exists. */
-async function startPilotAgent(bin: string, dir: string, istiodPort: number, envoy: string | undefined): Promise<Proc> {
+export async function startPilotAgent(bin: string, dir: string, istiodPort: number, envoy: string | undefined): Promise<Proc> {
   const { pod } = await import("./pilotagent.ts");
   mkdirSync(dir, { recursive: true });
   const base = { discoveryAddress: `127.0.0.1:${istiodPort}`, statusPort: await freePort(), proxyAdminPort: await freePort() };

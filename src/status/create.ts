@@ -11,7 +11,7 @@ import { errorMessage } from "../lib/errors.ts";
 import { type HealthCheckConfig, parseReadinessProbe } from "./healthcheck.ts";
 import { adminLocalhost, probeSourceAddress, useIPv6Loopback } from "./loopback.ts";
 import { StatusServer, type StatusServerOptions } from "./server.ts";
-import { threadListen } from "./statusthread.ts";
+import { statusPortListen } from "./listen.ts";
 import type { LogLevelControl } from "./debugroutes.ts";
 
 export interface StatusServerDeps {
@@ -87,8 +87,9 @@ export function statusOptionsFrom(cfg: AgentConfig, deps: StatusServerDeps): Sta
     shutdown: deps.shutdown,
     now: deps.now,
     processStartMs: deps.processStartMs,
-    // The port is served from a thread of its own: probes are answered while the event loop is busy.
-    listen: threadListen((message) => deps.log.error(message)),
+    // The port is served from a thread of its own (native, or a Worker with app probes): probes are
+    // answered while the event loop is busy.
+    listen: statusPortListen((message) => deps.log.error(message)),
   };
 }
 

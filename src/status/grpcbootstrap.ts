@@ -63,6 +63,11 @@ export class GrpcBootstrapProbe {
     return isAbsolute(p) ? p : resolve(this.root, p);
   }
 
+  /** The files a passing check depends on (absolute), once the bootstrap has loaded. */
+  watchedFiles(): string[] {
+    return (this.loaded?.watchedFiles ?? []).map((f) => this.abs(f));
+  }
+
   /** undefined when ready, else what is missing. */
   check(): string | undefined {
     if (!this.loaded) {

@@ -61,6 +61,8 @@ export interface ReadinessFeed {
   /** Where the app probes' log lines go (the "probes" scope, as on this thread). */
   probeLog?(level: "info" | "error", message: string): void;
   grpcBootstrap?: { path: string; root?: string };
+  /** Files a ready answer depended on (the gRPC bootstrap's certificates): absolute paths, checked again on every probe. */
+  readyFiles?(): string[];
   processStartMs: number;
   /** The agent's pending conditions now (plain data). */
   conditions(): { blockers: BlockerState[]; warnings: BlockerState[] };
@@ -160,6 +162,7 @@ export class StatusServer implements Component {
   private server?: StatusListener;
   private readonly log: Logger;
   private readonly envoyReady?: EnvoyReadinessProbe;
+  private readonly grpcBootstrap?: GrpcBootstrapProbe;
   private readonly readyCheck: ReadyCheck;
   private readonly apps: AppProbeHandler;
   /** Valid app probes configured: a listener on another thread answers them itself when any. */
@@ -186,6 +189,7 @@ export class StatusServer implements Component {
       });
     }
     const grpc = opts.grpcBootstrapPath ? new GrpcBootstrapProbe(opts.grpcBootstrapPath, opts.root) : undefined;
+    this.grpcBootstrap = grpc;
     opts.readiness?.onChange(() => this.server?.readinessChanged?.({ kind: "conditions" }));
     const shutdown = opts.shutdown;
     shutdown?.addEventListener("abort", () => this.server?.readinessChanged?.({ kind: "shutdown", reason: abortReason(shutdown) }), { once: true });
@@ -328,6 +332,7 @@ export class StatusServer implements Component {
           }
         : {}),
       probeLog: (level, message) => (level === "error" ? this.probeLogger.error(message) : this.probeLogger.info(message)),
+      readyFiles: () => this.grpcBootstrap?.watchedFiles() ?? [],
       processStartMs: o.processStartMs ?? performance.timeOrigin,
       conditions: () => ({ blockers: readiness?.blockers() ?? [], warnings: readiness?.warnings() ?? [] }),
       log: (level, message) => (level === "warn" ? this.log.warn(message) : this.log.info(message)),

@@ -1,8 +1,10 @@
-// The status port served from a thread of its own (statusthread.worker.ts), so the kubelet's
-// readiness probe is answered within milliseconds even while the agent's event loop is busy
-// with a burst (200 SDS streams, 10,000 pushes). The thread answers `/healthz/ready` itself, with
-// the status server's own checks (ReadyAnswer, ReadyCheck, the Envoy admin query, the gRPC
-// bootstrap file) over the agent's readiness conditions, which this side sends it at start and
+// The status port served from a Worker thread of its own (statusthread.worker.ts): used when the
+// pod has app probes, or when the native responder (nativelisten.ts) is not available (listen.ts
+// chooses). So the kubelet's readiness probe is answered within milliseconds even while the
+// agent's event loop is busy with a burst (200 SDS streams, 10,000 pushes). The thread answers
+// `/healthz/ready` itself, with the status server's own checks (ReadyAnswer, ReadyCheck, the
+// Envoy admin query, the gRPC bootstrap file) over the agent's readiness conditions, which this
+// side sends it at start and
 // on every change (raised, cleared, failed), with Envoy restarts and the start of shutdown. Every
 // other request goes back to the main thread's StatusServer.handle with the client's address,
 // and its answer returns to the thread, streamed when it comes in more than one chunk.

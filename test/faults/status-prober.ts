@@ -114,7 +114,8 @@ export function summary(ms: readonly number[]): string {
 /**
  * The status port under load: every probe answered, within 100 ms at the 99th percentile (a
  * probe every 10 ms: 100–300 a case), the target issue 20 set. The port is served from a
- * thread of its own (src/status/statusthread.ts), so a burst on the agent's event loop does not
+ * thread of its own (src/status/listen.ts: the native responder, or a Worker with app probes),
+ * so a burst on the agent's event loop does not
  * delay it; what can still delay it is the machine: on a shared, overloaded machine every process
  * waits for a CPU. The control server, probed right after each probe of the agent, shows what the
  * machine allowed at those moments: when its p99 is under 50 ms the target holds as stated;

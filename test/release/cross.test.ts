@@ -2,7 +2,8 @@
 // Debian's arm64 glibc, dist/agent-linux-x64-musl in a minimal musl root (targets.ts). Each must
 // print its version, render one of Istio's iptables conformance cases byte for byte, and start
 // proxyless in local mode, serve a Listener from its file to an ADS client on its XDS socket
-// (decoded with Envoy's protos), answer 200 on /healthz/ready, and exit 0 on SIGTERM.
+// (decoded with Envoy's protos), answer 200 on /healthz/ready from the status thread it should
+// have (native or Worker), and exit 0 on SIGTERM.
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -13,6 +14,7 @@ import { freePort } from "../support/fake-envoy.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { ARM64, buildTarget, MUSL, type Target, type TargetRoot } from "./targets.ts";
 import { VECTORS } from "../conformance/vectors.ts";
+import { compilerFor } from "../../native/build-responder.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
 const GOLDENS = join(VECTORS, "iptables/golden");
@@ -133,6 +135,12 @@ function suite(target: Target): void {
         }
         if (status !== 200)
           throw new Error(`${target.name}: /healthz/ready never answered 200 (last ${status}); exit=${agent.proc.exitCode}; output:\n${agent.output()}`);
+        // The status port's thread: the native responder where the build carries it (the musl
+        // build embeds the x64 library; arm64 only when build.ts found aarch64-linux-gnu-gcc),
+        // else the Worker, with the reason in the log.
+        const workerLine = /status port: served from a Worker thread: (.*)/.exec(agent.output())?.[1];
+        if (target.name === "agent-linux-x64-musl" || compilerFor("arm64")) expect({ workerLine }).toEqual({ workerLine: undefined });
+        else expect(workerLine).toBe("this build carries no native status responder for linux-arm64 (statusresponder-arm64.so)");
         agent.proc.kill("SIGTERM");
         const exited = await Promise.race([agent.proc.exited, Bun.sleep(RUN_MS).then(() => "timeout")]);
         expect({ exited, output: exited === 0 ? "" : agent.output() }).toEqual({ exited: 0, output: "" });
