@@ -28,6 +28,13 @@ import { GrpcCallError, UnaryChannel } from "../xds/unary.ts";
 /** In an error's text when the CA sent a status without a grpc-message. */
 const NO_MESSAGE = "(no grpc-message)";
 
+/**
+ * A CSR attempt's deadline. Istio's CA client sets none (it waits for the CA's answer); ours is a
+ * bound so a stalled CA cannot hang rotation, long enough that a CA busy with a start storm is not
+ * asked twice (each expiry is a second CSR; docs/scale.md).
+ */
+export const CA_ATTEMPT_TIMEOUT_MS = 30_000;
+
 export interface CaClientDeps {
   tokens: TokenSource;
   /** Sleep between retries (injected clock); resolves false if aborted. */
@@ -35,7 +42,7 @@ export interface CaClientDeps {
   random?: () => number;
   /** Called once per retry (metric num_outgoing_retries). */
   onRetry?: () => void;
-  /** Per-attempt deadline; default 10s so a stalled CA cannot hang rotation. */
+  /** Per-attempt deadline (default 30 s: Istio has none; a bound so a stalled CA cannot hang rotation). */
   attemptTimeoutMs?: number;
   /** Close the connection after this long without a CSR (default: gRPC's 30 minutes). */
   idleMs?: number;
@@ -162,7 +169,7 @@ export class IstioCaClient implements CertificateSigner {
     const channel = this.channel();
     const body = encodeCertificateRequest(req);
     try {
-      const bytes = await channel.call(CREATE_CERTIFICATE_PATH, metadata, body, this.deps.attemptTimeoutMs ?? 10_000);
+      const bytes = await channel.call(CREATE_CERTIFICATE_PATH, metadata, body, this.deps.attemptTimeoutMs ?? CA_ATTEMPT_TIMEOUT_MS);
       return this.decode(bytes);
     } catch (e) {
       throw e instanceof GrpcCallError ? this.describe(e, token !== undefined) : e;

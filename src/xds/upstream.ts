@@ -16,7 +16,7 @@ import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialCo
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { systemClock, type Clock, type TimerHandle } from "../lib/clock.ts";
-import { stallTolerantDeadline } from "./upstream-deadline.ts";
+import { stallTolerantDeadline } from "../lib/deadline.ts";
 
 // Moved to their own modules (shared with the CA client); re-exported for existing importers.
 export { decodeGrpcMessage, httpStatusToCode, resetStatus, trailerStatus } from "./grpcstatus.ts";

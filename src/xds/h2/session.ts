@@ -34,6 +34,7 @@ import { RateBudget, type RateBudgetOptions } from "./ratebudget.ts";
 import { NODE_SOCKET_BUDGET, NodeTransport, type H2Transport } from "./transport.ts";
 import { H2Writer, MAX_OUTBOUND_CONTROL_FRAMES, MAX_OUTBOUND_FRAMES, Piece, type PieceKind } from "./writer.ts";
 import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from "../../lib/clock.ts";
+import { stallTolerantDeadline } from "../../lib/deadline.ts";
 
 export { H2Stream, type H2StreamHandlers } from "./stream.ts";
 export { MAX_OUTBOUND_CONTROL_FRAMES, MAX_OUTBOUND_FRAMES, WRITE_BATCH } from "./writer.ts";
@@ -222,7 +223,8 @@ export class H2Session implements StreamHost {
     else settings.unshift([Setting.MAX_CONCURRENT_STREAMS, this.maxStreams]);
     this.push(settingsFrame(settings), Piece.CONTROL);
     const settingsTimeout = Math.min(Math.max(o.settingsTimeoutMs ?? SETTINGS_ACK_TIMEOUT_MS, 1), MAX_TIMER_MS);
-    this.settingsTimer = clock.timer(settingsTimeout, () =>
+    // Stall-tolerant: a SETTINGS ACK that arrived while the agent was not running is read first.
+    this.settingsTimer = stallTolerantDeadline(clock, settingsTimeout, () =>
       this.fail(H2Code.SETTINGS_TIMEOUT, `the peer did not acknowledge our SETTINGS within ${settingsTimeout} ms`),
     );
     if (this.connWindow > DEFAULT_WINDOW) this.push(windowUpdateFrame(0, this.connWindow - DEFAULT_WINDOW));

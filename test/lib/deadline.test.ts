@@ -2,7 +2,7 @@
 // after its time when the timer was on time, grants again the time a late timer lost (a stalled
 // process), at most the original budget in all, and never fires after cancel.
 import { describe, expect, test } from "bun:test";
-import { stallTolerantDeadline } from "../../src/xds/upstream-deadline.ts";
+import { stallTolerantDeadline } from "../../src/lib/deadline.ts";
 
 /** Wall time set by the test; timers run only when `runNext` is called, whenever that is. */
 class SteppedClock {
