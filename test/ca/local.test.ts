@@ -58,7 +58,7 @@ describeRequiring(OPENSSL, "the local CA's certificates, judged by openssl", () 
     expect(after(text, "X509v3 Subject Key Identifier")).toBe(rfc5280KeyId(ca.rootPem, 65));
     expect(text).toContain("Not Before: Nov 27 20:59:00 2026 GMT");
     expect(text).toContain("Not After : Nov 24 21:00:00 2036 GMT");
-    expect(verifyChain(ca.rootPem, ca.rootPem).ok).toBe(true);
+    expect(verifyChain(ca.rootPem, ca.rootPem, NOW).ok).toBe(true);
     // The name is a PrintableString, as Go's crypto/x509 writes a printable organization.
     expect(openssl(["asn1parse"], ca.rootPem)).toContain("PRINTABLESTRING   :mesh.example");
   });
@@ -72,7 +72,7 @@ describeRequiring(OPENSSL, "the local CA's certificates, judged by openssl", () 
       const { keyPem, csrPem } = await generateKeyAndCsr(opts, SPIFFE);
       const [leaf, root] = await ca.sign(csrPem, 3600);
       expect(root).toBe(ca.rootPem);
-      const v = verifyChain(leaf!, ca.rootPem);
+      const v = verifyChain(leaf!, ca.rootPem, NOW + 60_000); // at the CA's clock: the leaf lives an hour from NOW
       expect(v.out).toContain(": OK");
       expect(certPubkey(leaf!)).toBe(keyPubkey(keyPem));
       const text = certText(leaf!);

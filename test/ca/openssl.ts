@@ -14,13 +14,14 @@ function run(args: string[], input?: string): { code: number; out: string } {
   return { code: r.status ?? -1, out: (r.stdout ?? "") + (r.stderr ?? "") };
 }
 
-/** Verify `chainPem` (leaf first, root last) to `rootPem`; returns openssl's output. */
-export function verifyChain(chainPem: string, rootPem: string): { ok: boolean; out: string } {
+/** Verify `chainPem` (leaf first, root last) to `rootPem`, now or at `atMs`; returns openssl's output. */
+export function verifyChain(chainPem: string, rootPem: string, atMs?: number): { ok: boolean; out: string } {
   const dir = mkdtempSync(join(tmpdir(), "ossl-"));
   try {
     writeFileSync(join(dir, "root.pem"), rootPem);
     writeFileSync(join(dir, "chain.pem"), chainPem);
-    const r = run(["verify", "-CAfile", join(dir, "root.pem"), join(dir, "chain.pem")]);
+    const at = atMs === undefined ? [] : ["-attime", String(Math.floor(atMs / 1000))];
+    const r = run(["verify", ...at, "-CAfile", join(dir, "root.pem"), join(dir, "chain.pem")]);
     return { ok: r.code === 0 && /: OK/.test(r.out), out: r.out };
   } finally {
     rmSync(dir, { recursive: true, force: true });
