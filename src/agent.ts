@@ -198,7 +198,19 @@ export class Agent {
 
   /** The process's resident set and a full collection (GOMEMLIMIT, the relay's burst memory). */
   private memory(): { rss(): number; collect(): void } {
-    return this.deps.memory ?? { rss: () => process.memoryUsage.rss(), collect: () => Bun.gc(true) };
+    if (this.deps.memory) return this.deps.memory;
+    let warned = false;
+    const rss = (): number => {
+      try {
+        return process.memoryUsage.rss();
+      } catch (e) {
+        // No /proc (a chroot, a locked-down sandbox): read as 0, which neither acts on.
+        if (!warned) this.log.warn(`resident memory unreadable (${errorMessage(e)}): the GOMEMLIMIT cap and the relay's burst clean-up cannot act`);
+        warned = true;
+        return 0;
+      }
+    };
+    return { rss, collect: () => Bun.gc(true) };
   }
 
   /** GOMEMLIMIT (set in every injected pod) as the agent's soft memory cap; a bad value is a warning. */
