@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
-import { memKiB } from "./idle.ts";
+import { memKiB } from "./procstat.ts";
 import { startProxyless } from "./pilotagent.ts";
 import { cpuMs, firstLine, fmt, summary, type Proc } from "./support.ts";
 import { measure } from "./xds.ts";

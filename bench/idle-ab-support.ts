@@ -5,7 +5,7 @@
 
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { memKiB } from "./idle.ts";
+import { memKiB } from "./procstat.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 export const STEADY_MS = Number(process.env.IDLE_STEADY_MS ?? 45_000);

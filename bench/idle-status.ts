@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
 import { FakeCa } from "../test/support/fake-ca.ts";
 import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS } from "./idle-ab-support.ts";
-import { startPilotAgent, switchCounter } from "./idle.ts";
+import { startPilotAgent } from "./idle.ts";
+import { switchCounter } from "./procstat.ts";
 import { firstLine, fmt, spawnUntil, type Proc } from "./support.ts";
 
 const COUNT = Number(process.env.IDLE_COUNT ?? 10);

@@ -14,12 +14,13 @@
 // Total RSS is compared with pilot-agent's in the same shape (local mode with its proxyless
 // figure: Istio has no local mode); without pilot-agent the issue's interim 50 MiB applies.
 
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
 import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { compileHello, cpuMs, firstLine, fmt, spawnUntil, verdict, type Proc } from "./support.ts";
+import { memKiB, switchCounter } from "./procstat.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const SETTLE_MS = 3000;
@@ -28,59 +29,6 @@ const WINDOW_MS = Number(process.env.IDLE_WINDOW_MS ?? 10_000);
 const WINDOWS = 3;
 /** The issue's interim total-RSS target while Istio's agent is not measured beside ours. */
 const INTERIM_RSS_MIB = 50;
-
-/** Voluntary + involuntary context switches of each thread of `pid`, by thread id. */
-export function threadSwitches(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const s = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
-      out.set(tid, Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? 0) + Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? 0));
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return out;
-}
-
-/** Context switches summed over every thread of `pid` (one reading). */
-export function wakeups(pid: number): number {
-  let n = 0;
-  for (const v of threadSwitches(pid).values()) n += v;
-  return n;
-}
-
-/**
- * Context switches of `pid` from now on, threads that start or end meanwhile included: each
- * thread is read every `everyMs`, and a thread's last reading counts after it has gone (a plain
- * difference of two sums would lose an exiting thread's switches, and can even go negative).
- */
-export function switchCounter(pid: number, everyMs = 250): { sample(): void; stop(): number } {
-  const first = threadSwitches(pid);
-  const last = new Map(first);
-  const read = () => {
-    for (const [tid, n] of threadSwitches(pid)) last.set(tid, n);
-  };
-  const t = setInterval(read, everyMs);
-  return {
-    /** Reads every thread now (the interval may not have run while a short-lived thread lived). */
-    sample: read,
-    stop() {
-      clearInterval(t);
-      read();
-      let n = 0;
-      for (const [tid, v] of last) n += v - (first.get(tid) ?? 0);
-      return n;
-    },
-  };
-}
-
-/** VmRSS, RssAnon and RssFile in KiB. */
-export function memKiB(pid: number): { rss: number; anon: number; file: number } {
-  const s = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(s)?.[1] ?? NaN);
-  return { rss: kib("VmRSS"), anon: kib("RssAnon"), file: kib("RssFile") };
-}
 
 interface Idle {
   wakeupsPerS: number;

@@ -16,7 +16,7 @@ import { join, resolve } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
 import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { istioBootstrapTemplate } from "../test/interop/support/agent-run.ts";
-import { memKiB, switchCounter } from "./idle.ts";
+import { memKiB, switchCounter } from "./procstat.ts";
 import { cpuMs, firstLine, fmt, peakRssKiB, rssKiB, summary, type Proc } from "./support.ts";
 import { measure } from "./xds.ts";
 

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { sdsCodec, SECRET_TYPE_URL } from "../src/sds/proto.ts";
 import { SDS_SERVICE } from "../src/sds/server.ts";
 import { freePort } from "../test/support/fake-envoy.ts";
-import { memKiB } from "./idle.ts";
+import { memKiB } from "./procstat.ts";
 import { cpuMs, fmt, spawnUntil, type Proc } from "./support.ts";
 
 const bins = (process.argv[2] ?? "").split(",").filter(Boolean);

@@ -6,7 +6,7 @@ import { expect, test } from "bun:test";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readdirSync, readFileSync } from "node:fs";
-import { switchCounter, wakeups } from "../../bench/idle.ts";
+import { switchCounter, wakeups } from "../../bench/procstat.ts";
 
 const CHILD = `
 const worker = () => {
