@@ -39,14 +39,20 @@ interface Outcome {
   log: string;
 }
 
-/** A new network namespace with loopback and a veth pair (10.0.0.5/24, fd00::5/64) up: the agents need a local IP. */
+/**
+ * A new network namespace with loopback and a veth pair (10.0.0.5/24, fd00::5/64) up: the agents
+ * need a local IP. The command starts once v0 is operationally up (its carrier is set a moment
+ * after both ends are up): Bun's interface list, as libuv's, leaves out an interface that is not
+ * yet running, where Go's lists its addresses (docs/compat.md), and an early start failed 2 of 150
+ * cases in one CI run with "no valid local IP address found".
+ */
 const NETNS_PREFIX = [
   "unshare",
   "--net",
   "--",
   "sh",
   "-c",
-  'ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add 10.0.0.5/24 dev v0 && ip -6 addr add fd00::5/64 dev v0 nodad && ip link set v0 up && ip link set v1 up && exec "$@"',
+  'ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add 10.0.0.5/24 dev v0 && ip -6 addr add fd00::5/64 dev v0 nodad && ip link set v0 up && ip link set v1 up && i=0 && until ip link show v0 | grep -q "state UP" || [ $i -ge 500 ]; do i=$((i+1)); sleep 0.01; done && exec "$@"',
   "netns",
 ];
 
