@@ -13,7 +13,8 @@ import { ScriptedCa, reply, frame } from "../ca/scripted-ca.ts";
 let ca: ScriptedCa;
 beforeAll(async () => {
   ca = await ScriptedCa.start();
-  ca.answer = (stream, req) => setTimeout(() => reply(frame(Buffer.from("pong")))(stream, req), 300);
+  // 300 ms later, unless the client has given up on the stream by then (the no-stall case).
+  ca.answer = (stream, req) => setTimeout(() => !stream.destroyed && !stream.closed && reply(frame(Buffer.from("pong")))(stream, req), 300);
 });
 afterAll(async () => ca.stop());
 
@@ -53,4 +54,5 @@ test("no stall: the same call fails at its 200 ms deadline", async () => {
   expect(e).toBeInstanceOf(GrpcCallError);
   expect((e as GrpcCallError).message).toBe("DEADLINE_EXCEEDED: Deadline exceeded after 200 ms");
   c.close();
+  await Bun.sleep(200); // past the CA's delayed answer, which must find the stream gone and not throw
 });
