@@ -23,7 +23,9 @@ async function vm(opts?: Parameters<typeof startVm>[0]): Promise<Vm> {
 describeRequiring({ tools: ["openssl"], apt: ["openssl"] }, "agent doctor: one test per check", () => {
   test("a VM set up as documented: every check ok or skipped, exit 0", async () => {
     const v = await vm();
-    const r = await v.doctor();
+    // A generous per-check timeout: this case is about what each check finds, not its speed (the
+    // test's istiod stand-in once took over the default 2 s for its first TLS handshake, r11).
+    const r = await v.doctor(["--timeoutMillis", "15000"]);
     expect(r.out).not.toContain("FAIL");
     expect(r.out).not.toContain("warn ");
     expect(line(r.out, "ok", "cluster-env", `${v.path("var/lib/istio/envoy/cluster.env")}: 10 settings`)).toBeDefined();
