@@ -362,9 +362,26 @@ export class SecretCache {
     }
   }
 
-  private async writeOutput(item: SecretItem | undefined, root: string | undefined): Promise<void> {
+  /**
+   * Resolves once no OUTPUT_CERTS write is under way. Writes run one at a time and none starts after
+   * close(), so a shutdown that waits for this leaves key.pem and cert-chain.pem a pair: the agent
+   * exiting between the two files of a renewal left a new key beside the old chain (seen in CI).
+   */
+  outputSettled(): Promise<void> {
+    return this.writing;
+  }
+
+  private writing: Promise<void> = Promise.resolve();
+
+  private writeOutput(item: SecretItem | undefined, root: string | undefined): Promise<void> {
     const out = this.opts.output;
-    if (!out) return;
+    if (!out) return Promise.resolve();
+    const next = this.writing.then(() => (this.closed ? undefined : this.writeOutputNow(out, item, root)));
+    this.writing = next;
+    return next;
+  }
+
+  private async writeOutputNow(out: OutputCertsWriter, item: SecretItem | undefined, root: string | undefined): Promise<void> {
     try {
       const written = await out.write({ key: item?.privateKey, chain: item?.certificateChain, root });
       if (written.length > 0) this.deps.log.info(`OUTPUT_CERTS: wrote ${written.join(", ")} in ${out.dir}`);

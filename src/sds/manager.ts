@@ -132,8 +132,9 @@ export class SecretManager implements Component, TrustBundleSink {
     signal.addEventListener("abort", () => void this.shutdown(), { once: true });
   }
 
+  /** Warming done, and after a stop the OUTPUT_CERTS write under way (if any) finished. */
   stopped(): Promise<void> {
-    return this.running;
+    return this.running.then(() => this.cache?.outputSettled());
   }
 
   updateTrustBundle(pemCerts: string[]): void {
