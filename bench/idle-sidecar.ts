@@ -97,15 +97,22 @@ export async function run(): Promise<string> {
       const env = Object.entries(build.env)
         .map(([k, v]) => `${k}=${v}`)
         .join(" ");
-      return `| ${build.label}${env ? ` (${env})` : ""} | ${fmt(
+      // Only a Bun process has the allocator's and the structures' reservations; in a Go process the
+      // threads' stack pointers lie in Go's heap (goroutine stacks), so the split means nothing there.
+      const bun = med((x) => x.split.arena) > 0;
+      const cols = GROUPS.map((g) =>
+        bun
+          ? fmt(
+              med((x) => x.split[g]),
+              2,
+            )
+          : "—",
+      ).join(" | ");
+      const uss = fmt(
         med((x) => x.uss),
         2,
-      )} | ${GROUPS.map((g) =>
-        fmt(
-          med((x) => x.split[g]),
-          2,
-        ),
-      ).join(" | ")} | ${mine[0]![0]!.split.threads} |`;
+      );
+      return `| ${build.label}${env ? ` (${env})` : ""} | ${uss} | ${cols} | ${mine[0]![0]!.split.threads} |`;
     });
     return [
       "## Settled sidecar, private memory by build (bench/idle-sidecar.ts)",
