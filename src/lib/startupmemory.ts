@@ -3,10 +3,13 @@
 // template engine, certificate warming) keeps its compiled bytecode and JIT code after it has run
 // once and never runs again. JavaScriptCore drops all of it on request (VM::shrinkFootprintWhenIdle,
 // Bun.shrink(): delete all code, then a full collection); what runs later is compiled again from
-// the binary's bytecode cache on its next call. So once readiness has been clear (no blocker and no
-// warning: Envoy ready, certificate warmed, xDS connected) for QUIET_MS, or MAX_WAIT_MS after the
-// start path whatever it says, the agent releases that code once, then (on the next turn, once
-// JavaScriptCore has done it) has the allocator return the freed pages (Bun.gc(true)). 1.7–1.9 MiB of private memory per pod (docs/memory.md).
+// the binary's bytecode cache on its next call. So once the start is over the agent releases that
+// code once, then (on the next turn, once JavaScriptCore has done it) has the allocator return the
+// freed pages (Bun.gc(true)): 1.8 MiB of private memory per sidecar (docs/memory.md). The start is
+// over when readiness has been clear (no blocker and no warning: Envoy ready, certificate warmed,
+// upstream connected) for QUIET_MS; or when nothing has changed in it for STILL_MS, as in a
+// proxyless pod whose application has not connected yet ("xds connected" stays pending) or while a
+// CA does not answer; at the latest MAX_WAIT_MS after the start path.
 
 import type { Clock, TimerHandle } from "./clock.ts";
 import type { Logger } from "./log.ts";
@@ -14,7 +17,9 @@ import type { Readiness } from "./readiness.ts";
 
 /** Readiness must have been clear this long: the start's follow-up work (first pushes, SDS) is over. */
 export const QUIET_MS = 5000;
-/** The release runs this long after the start path even if readiness never clears (a CA that never answers). */
+/** Readiness not clear but unchanged this long: nothing is starting any more. */
+export const STILL_MS = 20_000;
+/** The release runs this long after the start path whatever readiness says (conditions that keep changing). */
 export const MAX_WAIT_MS = 60_000;
 
 export interface StartupMemoryOptions {
@@ -33,7 +38,7 @@ export interface StartupMemoryOptions {
 
 const mib = (b: number) => (b / 1048576).toFixed(1);
 
-/** Runs the release once: QUIET_MS after readiness last became clear, or MAX_WAIT_MS after start. */
+/** Runs the release once: QUIET_MS after readiness last became clear, STILL_MS after its last change, or MAX_WAIT_MS after start. */
 export class StartupMemory {
   private quiet?: TimerHandle;
   private deadline?: TimerHandle;
@@ -62,7 +67,7 @@ export class StartupMemory {
   private check(): void {
     if (this.done) return;
     this.quiet?.cancel();
-    this.quiet = this.clear() ? this.o.clock.timer(QUIET_MS, () => this.run()) : undefined;
+    this.quiet = this.o.clock.timer(this.clear() ? QUIET_MS : STILL_MS, () => this.run());
   }
 
   private run(): void {

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/lib/clock.ts";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
-import { MAX_WAIT_MS, QUIET_MS, StartupMemory } from "../../src/lib/startupmemory.ts";
+import { MAX_WAIT_MS, QUIET_MS, STILL_MS, StartupMemory } from "../../src/lib/startupmemory.ts";
 
 function setup() {
   const clock = new ManualClock();
@@ -31,7 +31,7 @@ describe("start-up code is released once the agent has settled", () => {
     const cert = readiness.warn("certificate warmed");
     const envoy = readiness.block("envoy ready");
     m.start(new AbortController().signal);
-    clock.advance(30_000);
+    clock.advance(STILL_MS - 1000);
     expect(calls).toEqual([]); // still starting
     cert.clear();
     clock.advance(QUIET_MS);
@@ -64,13 +64,30 @@ describe("start-up code is released once the agent has settled", () => {
     expect(calls).toEqual(["shrink", "collect"]);
   });
 
-  test("readiness that never clears (a CA that never answers): released 60 s after start all the same", () => {
+  test("readiness that stays unclear but still (a proxyless pod with no client yet, a CA that never answers): released 20 s after its last change", () => {
     const { clock, readiness, calls, m } = setup();
-    readiness.warn("certificate warmed");
+    readiness.warn("xds connected");
+    const cert = readiness.warn("certificate warmed");
     m.start(new AbortController().signal);
-    clock.advance(MAX_WAIT_MS - 1);
+    clock.advance(3000);
+    cert.clear(); // the last change: "xds connected" stays pending
+    clock.advance(STILL_MS - 1);
     expect(calls).toEqual([]);
     clock.advance(1);
+    expect(calls).toEqual(["shrink", "collect"]);
+    expect(clock.pending()).toBe(0);
+  });
+
+  test("readiness that keeps changing: released 60 s after start all the same", () => {
+    const { clock, readiness, calls, m } = setup();
+    const x = readiness.warn("certificate warmed");
+    m.start(new AbortController().signal);
+    for (let t = 0; t < MAX_WAIT_MS - 1000; t += 1000) {
+      x.fail(`attempt ${t}`);
+      clock.advance(1000);
+    }
+    expect(calls).toEqual([]);
+    clock.advance(1000);
     expect(calls).toEqual(["shrink", "collect"]);
     expect(clock.pending()).toBe(0);
   });
