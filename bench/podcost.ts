@@ -34,7 +34,7 @@ const AFTER_RELAY_MS = 5000;
 type Mode = "proxyless" | "sidecar" | "local";
 
 /** A sidecar pod against istiod-lite (its root, token and identity), Envoy = the stand-in with ADS + SDS; local mode: the file and a local CA instead. */
-async function sidecarEnv(dir: string, lite: IstiodLite, local: boolean): Promise<{ env: Record<string, string>; records: string }> {
+export async function sidecarEnv(dir: string, lite: IstiodLite, local: boolean): Promise<{ env: Record<string, string>; records: string }> {
   mkdirSync(dir, { recursive: true });
   const env = pod(
     dir,
@@ -69,7 +69,7 @@ async function sidecarEnv(dir: string, lite: IstiodLite, local: boolean): Promis
 }
 
 /** The stand-in has the workload certificate (SDS `default`) and a first configuration (any ADS answer). */
-function ready(records: string): boolean {
+export function ready(records: string): boolean {
   const rs = readStandinRecords(records);
   return rs.some((r) => r.event === "sds" && r.names?.includes("default")) && rs.some((r) => r.event === "xds");
 }

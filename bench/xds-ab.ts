@@ -1,6 +1,6 @@
 // Before/after for the relay (not part of `bun run bench`): several compiled agents relay the same
 // bench istiod, measured interleaved (bench/xds.ts's `measure`), median CPU ms per MiB, MiB/s and p50.
-// Usage: bun bench/xds-ab.ts <agent,agent,...> <size,size,...> [rounds]
+// Usage: [XDS_AB_SETTLE_MS=ms] bun bench/xds-ab.ts <agent,agent,...> <size,size,...> [rounds]
 
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,6 +19,9 @@ for (const bin of bins) {
   const dir = mkdtempSync(join(tmpdir(), "xds-ab-"));
   agents.push({ bin, dir, proc: await startAgent(dir, port, bin), address: `unix://${join(dir, "etc/istio/proxy/XDS")}` });
 }
+// XDS_AB_SETTLE_MS: wait this long after the last start, so that start-up work (the agent's release
+// of its start-up code, src/lib/startupmemory.ts) is over before the first round.
+await Bun.sleep(Number(process.env.XDS_AB_SETTLE_MS ?? 0));
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 try {
   for (const size of sizes) {

@@ -36,6 +36,7 @@ import { createEnvoySupervisor, type EnvoyComponent } from "./envoy/index.ts";
 import { createXdsProxy, type XdsProxy } from "./xds/proxy.ts";
 import { wasmFromConfig } from "./wasm/factory.ts";
 import { MemLimitError, MemoryLimiter, parseGoMemLimit } from "./lib/memlimit.ts";
+import { StartupMemory } from "./lib/startupmemory.ts";
 import type { PlatformInfo } from "./config/metadata.ts";
 import type { PlatformDeps } from "./platform/types.ts";
 import { errorMessage } from "./lib/errors.ts";
@@ -56,6 +57,8 @@ export interface AgentDeps {
   platformDeps?: PlatformDeps;
   /** For GOMEMLIMIT: resident set size and a full collection (default: this process, Bun.gc). */
   memory?: { rss(): number; collect(): void };
+  /** Drops JavaScriptCore's compiled code once the agent has settled (startupmemory.ts; default Bun.shrink). */
+  shrinkCode?: () => void;
   /** The argv prefix that runs the agent again (Envoy is started through it to die with the agent). */
   selfCommand?: readonly string[];
   /**
@@ -176,6 +179,11 @@ export class Agent {
       this.endStartPath();
     }
     this.startMemoryLimit();
+    const memory = this.memory();
+    const shrink = this.deps.shrinkCode ?? (() => Bun.shrink());
+    new StartupMemory({ readiness: this.readiness, clock: this.clock, shrink, ...memory, now: this.now, log: this.log }).start(
+      AbortSignal.any([this.shutdown.signal, this.drain.signal]),
+    );
     watchFailures([...this.running.map((r) => r.component), ...(this.envoy ? [this.envoy] : [])], afterStartFailure, {
       log: this.log,
       terminate: () => this.shutdown.abort(),

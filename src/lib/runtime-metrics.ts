@@ -4,19 +4,20 @@
 // for a runtime we do not run on (prom-client's `nodejs_*` set is not used): the runtime's own
 // figures are `istio_agent_bun_*`, read from JavaScriptCore's heap statistics.
 
-import addCpu from "prom-client/lib/metrics/processCpuTotal";
 import addStartTime from "prom-client/lib/metrics/processStartTime";
 import addMemory from "prom-client/lib/metrics/osMemoryHeap";
 import addOpenFds from "prom-client/lib/metrics/processOpenFileDescriptors";
 import addMaxFds from "prom-client/lib/metrics/processMaxFileDescriptors";
 import { Gauge, METRIC_PREFIX, type Registry } from "./metrics.ts";
+import { addProcessCpu } from "./processcpu.ts";
 
 export const BUN_PREFIX = `${METRIC_PREFIX}bun_`;
 
 /** Add the process collectors and the Bun runtime gauges to `reg`. */
 export async function addRuntimeMetrics(reg: Registry, runtimeVersion: string): Promise<void> {
   const cfg = { prefix: METRIC_PREFIX };
-  for (const add of [addCpu, addStartTime, addMemory, addOpenFds, addMaxFds]) add(reg, cfg);
+  addProcessCpu(reg, METRIC_PREFIX);
+  for (const add of [addStartTime, addMemory, addOpenFds, addMaxFds]) add(reg, cfg);
   const { heapStats } = await import("bun:jsc");
   const registers = [reg];
   let stats = heapStats();

@@ -21,10 +21,6 @@ declare module "prom-client/lib/defaultMetrics" {
   const collectDefaultMetrics: typeof import("prom-client").collectDefaultMetrics;
   export default collectDefaultMetrics;
 }
-declare module "prom-client/lib/metrics/processCpuTotal" {
-  const add: (registry: import("prom-client").Registry, config?: { prefix?: string }) => void;
-  export default add;
-}
 declare module "prom-client/lib/metrics/processStartTime" {
   const add: (registry: import("prom-client").Registry, config?: { prefix?: string }) => void;
   export default add;

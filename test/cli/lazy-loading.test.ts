@@ -246,6 +246,11 @@ test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the 
   expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
   expect(under(mods, "node_modules/protobufjs/")).toEqual([]);
   expect(mods).not.toContain("src/sds/proto.ts");
+  // The process collectors are there (CPU counters of our own), prom-client's CPU collector and the
+  // OpenTelemetry API it requires for exemplars (51 modules) are not.
+  expect(mods).toContain("src/lib/processcpu.ts");
+  expect(mods).not.toContain("node_modules/prom-client/lib/metrics/processCpuTotal.js");
+  expect(under(mods, "node_modules/@opentelemetry/")).toEqual([]);
 }, 30_000);
 
 // Local mode's ADS server runs on the agent's own HTTP/2 gRPC server: an agent that has served an

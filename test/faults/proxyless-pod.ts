@@ -2,7 +2,7 @@
 // token file, the mesh root CA mounted where a pod has it, dialing istiod over mutual TLS; returned
 // once its XDS socket is listening.
 
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import type { TestPki } from "../support/fake-istiod.ts";
 import { startPod, until, type Pod } from "../e2e/pod.ts";
 
@@ -14,10 +14,9 @@ export async function startProxylessPod(
   const pod = await startPod({
     env: { DISABLE_ENVOY: "true", CA_PROVIDER: "local", ISTIOD_SAN: "istiod.istio-system.svc", ...extra.env },
     proxyConfig: { discoveryAddress, controlPlaneAuthPolicy: "MUTUAL_TLS", ...extra.proxyConfig },
-    files: { "var/run/secrets/tokens/istio-token": "t\n" },
+    // The root is there before the agent starts: copied after, a fast start could miss it.
+    files: { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": readFileSync(pki.caCert, "utf8") },
   });
-  mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
-  copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
   await until(pod, "XDS socket", () => (existsSync(pod.path("etc/istio/proxy/XDS")) ? true : undefined));
   return pod;
 }
