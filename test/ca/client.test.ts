@@ -172,6 +172,30 @@ describe("IstioCaClient", () => {
     bad.close();
   });
 
+  test("an unreachable CA: every attempt dials and reads the root, which is parsed once", async () => {
+    const c = client({ address: "127.0.0.1:1", serverName: "127.0.0.1" });
+    for (let i = 0; i < 2; i++) expect(String(await c.sign(csr, 60).catch((e) => e))).toContain("ECONNREFUSED");
+    expect(c.dials).toBe(2 * CA_MAX_ATTEMPTS);
+    expect(c.rootParses).toBe(1);
+    c.close();
+  });
+
+  test("a root rewritten between dials is checked again: a broken one is named, the good one is used again", async () => {
+    const root = join(dir, "rewritten.pem");
+    writeFileSync(root, ca.tls!.rootPem);
+    const c = client({ rootCertPath: root });
+    expect((await c.sign(csr, 60)).length).toBe(2);
+    c.close(); // the next CSR dials again, reading the file as it is then
+    writeFileSync(root, "not a certificate\n");
+    const err = await c.sign(csr, 60).catch((e) => e);
+    expect(err).toBeInstanceOf(CaError);
+    expect(err.message).toContain(`root certificate ${root} is not PEM`);
+    writeFileSync(root, ca.tls!.rootPem);
+    expect((await c.sign(csr, 60)).length).toBe(2);
+    expect(c.rootParses).toBe(2); // the good root once, the broken one once; the good one again is known
+    c.close();
+  });
+
   test("a missing root file is a config error naming the path", async () => {
     const c = client({ rootCertPath: join(dir, "nope.pem") });
     expect(String(await c.sign(csr, 60).catch((e) => e))).toMatch(join(dir, "nope.pem"));
