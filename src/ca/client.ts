@@ -6,6 +6,7 @@
 
 import { clientCertProblem } from "./inspect.ts";
 import { RootBundleCheck } from "./rootcheck.ts";
+import { TlsContextCache } from "./tlscontext.ts";
 import { missingRootHint } from "./options.ts";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
@@ -60,6 +61,8 @@ export class IstioCaClient implements CertificateSigner {
   private channelCache: UnaryChannel | undefined;
   /** The root is parsed once per content, not at every dial (each CSR retry dials). */
   private readonly rootCheck = new RootBundleCheck();
+  /** One TLS context per content of the root and client certificate, not one per dial. */
+  private readonly contexts = new TlsContextCache();
 
   constructor(
     readonly opts: CaClientOptions,
@@ -74,6 +77,11 @@ export class IstioCaClient implements CertificateSigner {
   /** Root bundles parsed so far (once per content). */
   get rootParses(): number {
     return this.rootCheck.parses;
+  }
+
+  /** TLS contexts made so far (once per content of the root and client certificate). */
+  get tlsContexts(): number {
+    return this.contexts.made;
   }
 
   async sign(csrPem: string, ttlSeconds: number): Promise<string[]> {
@@ -167,7 +175,7 @@ export class IstioCaClient implements CertificateSigner {
     return dialSocket({
       host: target.host,
       port: target.port,
-      tls: { ca, cert, key, servername: o.serverName ?? "", compliancePolicy: o.compliancePolicy ?? "" },
+      tls: this.contexts.with({ ca, cert, key, servername: o.serverName ?? "", compliancePolicy: o.compliancePolicy ?? "" }),
     });
   }
 
