@@ -4,7 +4,9 @@
 // `authorization: Bearer <token>` (token re-read per request); Istio's retries; the connection is
 // kept between CSRs, and after any failure it is dropped so the next dial re-reads a rotated root.
 
-import { clientCertProblem, parseRootBundle } from "./inspect.ts";
+import { clientCertProblem } from "./inspect.ts";
+import { RootBundleCheck } from "./rootcheck.ts";
+import { TlsContextCache } from "./tlscontext.ts";
 import { missingRootHint } from "./options.ts";
 import { existsSync } from "node:fs";
 import type { Duplex } from "node:stream";
@@ -57,6 +59,10 @@ export interface CaClientDeps {
 export class IstioCaClient implements CertificateSigner {
   readonly name = "istiod";
   private channelCache: UnaryChannel | undefined;
+  /** The root is parsed once per content, not at every dial (each CSR retry dials). */
+  private readonly rootCheck = new RootBundleCheck();
+  /** One TLS context per content of the root and client certificate, not one per dial. */
+  private readonly contexts = new TlsContextCache();
 
   constructor(
     readonly opts: CaClientOptions,
@@ -66,6 +72,16 @@ export class IstioCaClient implements CertificateSigner {
   /** Connections dialed so far. */
   get dials(): number {
     return this.channelCache?.dials ?? 0;
+  }
+
+  /** Root bundles parsed so far (once per content). */
+  get rootParses(): number {
+    return this.rootCheck.parses;
+  }
+
+  /** TLS contexts made so far (once per content of the root and client certificate). */
+  get tlsContexts(): number {
+    return this.contexts.made;
   }
 
   async sign(csrPem: string, ttlSeconds: number): Promise<string[]> {
@@ -141,8 +157,8 @@ export class IstioCaClient implements CertificateSigner {
         );
       }
       // TLS would only say "Invalid CA", naming no file.
-      const bundle = parseRootBundle(o.rootCertPath, ca);
-      if ("error" in bundle) throw new CaError("config", `${bundle.error} (the CA connection's root; CA_ROOT_CA names another file)`);
+      const problem = this.rootCheck.problem(o.rootCertPath, ca);
+      if (problem) throw new CaError("config", `${problem} (the CA connection's root; CA_ROOT_CA names another file)`);
     }
     let key: Buffer | undefined;
     let cert: Buffer | undefined;
@@ -159,7 +175,7 @@ export class IstioCaClient implements CertificateSigner {
     return dialSocket({
       host: target.host,
       port: target.port,
-      tls: { ca, cert, key, servername: o.serverName ?? "", compliancePolicy: o.compliancePolicy ?? "" },
+      tls: this.contexts.with({ ca, cert, key, servername: o.serverName ?? "", compliancePolicy: o.compliancePolicy ?? "" }),
     });
   }
 

@@ -16,6 +16,16 @@ export interface TlsDialOptions {
   servername: string;
   /** COMPLIANCE_POLICY ("" = TLS defaults, at least 1.2). */
   compliancePolicy: string;
+  /**
+   * The context made by tlsContext() from these same ca, cert, key and policy, shared by dials;
+   * the connection then takes its roots, certificate and policy from it (Bun ignores them beside it).
+   */
+  context?: tls.SecureContext;
+}
+
+/** The TLS context of `o`'s roots, client certificate and COMPLIANCE_POLICY, for several dials to share. */
+export function tlsContext(o: TlsDialOptions): tls.SecureContext {
+  return tls.createSecureContext({ ca: o.ca, cert: o.cert, key: o.key, ...complianceTls(o.compliancePolicy) });
 }
 
 export interface DialTarget {
@@ -41,6 +51,7 @@ export function dialSocket(t: DialTarget): net.Socket {
       ...serverNameOptions(o.servername),
       ALPNProtocols: ["h2"],
       ...complianceTls(o.compliancePolicy),
+      ...(o.context ? { secureContext: o.context } : {}),
     });
   } else {
     socket = net.connect({ host, port: t.port });

@@ -7,7 +7,8 @@ import { resolve } from "node:path";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { withPrefix } from "../config/envdecl.ts";
 import { XdsError } from "./errors.ts";
-import { clientCertProblem, parseRootBundle } from "../ca/inspect.ts";
+import { clientCertProblem } from "../ca/inspect.ts";
+import { RootBundleCheck } from "../ca/rootcheck.ts";
 import { missingRootHint } from "../ca/options.ts";
 
 export const DEFAULT_ROOT_CERT = "./var/run/secrets/istio/root-cert.pem";
@@ -151,15 +152,18 @@ export interface TlsMaterial {
   servername: string;
 }
 
-/** Read the TLS files for one dial. A missing root is an error; an expired or unreadable client cert is skipped. */
-export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date): TlsMaterial {
+/**
+ * Read the TLS files for one dial. A missing root is an error; an expired or unreadable client cert
+ * is skipped. `rootCheck` remembers a root already found good (the upstream's, across redials).
+ */
+export function loadTlsMaterial(t: TlsDialConfig, files: FileReader, now: Date, rootCheck = new RootBundleCheck()): TlsMaterial {
   const out: TlsMaterial = { servername: t.servername };
   if (t.root.kind === "file") {
     const ca = files.read(t.root.path);
     if (!ca || ca.length === 0) throw new XdsError("tls", `root CA ${t.root.path} for the istiod connection does not exist or is empty`);
     // TLS would only say "Invalid CA", naming no file.
-    const bundle = parseRootBundle(t.root.path, ca);
-    if ("error" in bundle) throw new XdsError("tls", `${bundle.error} (the istiod connection's root)`);
+    const problem = rootCheck.problem(t.root.path, ca);
+    if (problem) throw new XdsError("tls", `${problem} (the istiod connection's root)`);
     out.ca = ca;
   }
   if (t.clientCert) {

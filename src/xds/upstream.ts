@@ -12,6 +12,8 @@ import { headerValue, type HeaderList } from "./h2/hpack.ts";
 import { H2Session, type H2Stream } from "./h2/session.ts";
 import { Code, type GrpcStatus } from "./types.ts";
 import { AGENT_USER_AGENT } from "./unary.ts";
+import { RootBundleCheck } from "../ca/rootcheck.ts";
+import { TlsContextCache } from "../ca/tlscontext.ts";
 import { loadTlsMaterial, upstreamMetadata, type FileReader, type UpstreamDialConfig } from "./upstream-config.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
@@ -73,6 +75,9 @@ export const nodeFiles: FileReader = {
 
 export class IstiodUpstream implements Upstream {
   readonly describe: string;
+  /** Each redial reads the root; it is parsed and loaded into TLS once per content (docs/memory.md). */
+  readonly rootCheck = new RootBundleCheck();
+  readonly tlsContexts = new TlsContextCache();
 
   constructor(
     private readonly cfg: UpstreamDialConfig,
@@ -113,11 +118,11 @@ export class IstiodUpstream implements Upstream {
         ["user-agent", AGENT_USER_AGENT],
         ...Object.entries(upstreamMetadata(this.readToken(), c.clusterId, c.xdsHeaders)),
       ];
-      const m = c.tls ? loadTlsMaterial(c.tls, this.files, this.now()) : undefined;
+      const m = c.tls ? loadTlsMaterial(c.tls, this.files, this.now(), this.rootCheck) : undefined;
       const socket = dialSocket({
         host: c.host,
         port: c.port,
-        ...(m ? { tls: { ca: m.ca, cert: m.cert, key: m.key, servername: m.servername, compliancePolicy: c.compliancePolicy } } : {}),
+        ...(m ? { tls: this.tlsContexts.with({ ca: m.ca, cert: m.cert, key: m.key, servername: m.servername, compliancePolicy: c.compliancePolicy }) } : {}),
       });
       session = new H2Session(socket, {
         role: "client",

@@ -11,7 +11,7 @@ import { CaError } from "../../src/ca/errors.ts";
 import { generateKeyAndCsr } from "../../src/ca/keygen.ts";
 import { FileTokenSource } from "../../src/ca/token.ts";
 import { CA_MAX_ATTEMPTS } from "../../src/ca/retry.ts";
-import { FakeCa } from "../support/fake-ca.ts";
+import { FakeCa, servingCert } from "../support/fake-ca.ts";
 import { until } from "../sds/fake-clock.ts";
 
 const SPIFFE = "spiffe://cluster.local/ns/ns1/sa/sa1";
@@ -170,6 +170,44 @@ describe("IstioCaClient", () => {
     const bad = client({ serverName: "127.0.0.2" }, 2000);
     expect(await bad.sign(csr, 60).catch((e) => e)).toBeInstanceOf(CaError);
     bad.close();
+  });
+
+  test("an unreachable CA: every attempt dials and reads the root, which is parsed and loaded into TLS once", async () => {
+    const c = client({ address: "127.0.0.1:1", serverName: "127.0.0.1" });
+    for (let i = 0; i < 2; i++) expect(String(await c.sign(csr, 60).catch((e) => e))).toContain("ECONNREFUSED");
+    expect(c.dials).toBe(2 * CA_MAX_ATTEMPTS);
+    expect(c.rootParses).toBe(1);
+    expect(c.tlsContexts).toBe(1);
+    c.close();
+  });
+
+  test("a root rewritten between dials is checked again: a broken one is named, the good one is used again", async () => {
+    const root = join(dir, "rewritten.pem");
+    writeFileSync(root, ca.tls!.rootPem);
+    const c = client({ rootCertPath: root });
+    expect((await c.sign(csr, 60)).length).toBe(2);
+    c.close(); // the next CSR dials again, reading the file as it is then
+    writeFileSync(root, "not a certificate\n");
+    const err = await c.sign(csr, 60).catch((e) => e);
+    expect(err).toBeInstanceOf(CaError);
+    expect(err.message).toContain(`root certificate ${root} is not PEM`);
+    writeFileSync(root, ca.tls!.rootPem);
+    expect((await c.sign(csr, 60)).length).toBe(2);
+    expect(c.rootParses).toBe(2); // the good root once, the broken one once; the good one again is known
+    expect(c.tlsContexts).toBe(1); // the broken root never reached TLS
+    c.close();
+  });
+
+  test("a rotated root makes a new TLS context: a CA the old root could not verify is trusted at the next dial", async () => {
+    const root = join(dir, "rotated.pem");
+    writeFileSync(root, (await servingCert()).rootPem); // another mesh's root
+    const c = client({ rootCertPath: root });
+    expect(String(await c.sign(csr, 60).catch((e) => e))).toMatch(/CSR failed: UNAVAILABLE/);
+    expect(ca.requests.length).toBe(0);
+    writeFileSync(root, ca.tls!.rootPem);
+    expect((await c.sign(csr, 60)).length).toBe(2);
+    expect(c.tlsContexts).toBe(2);
+    c.close();
   });
 
   test("a missing root file is a config error naming the path", async () => {
