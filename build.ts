@@ -19,6 +19,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join } from "node:path";
 import { readElfNeeds, type ElfNeeds } from "./scripts/elf-needs.ts";
 import { buildResponder } from "./native/build-responder.ts";
+import { buildLauncher } from "./native/build-launcher.ts";
 
 interface Output {
   name: string;
@@ -92,25 +93,29 @@ function targetArch(target: string | undefined): string {
 }
 
 /**
- * The status port's native responder (native/statusresponder.c) for `target`, built with gcc; a
- * missing compiler is a warning, not an error: that binary then serves its status port from a
- * Worker thread and says so in its log (src/status/listen.ts).
+ * The native code embedded in the binary for `target`, built with gcc: the status port's responder
+ * (native/statusresponder.c) and Envoy's launcher (native/envoylauncher.c). A missing compiler is a
+ * warning, not an error: that binary then serves its status port from a Worker thread and starts
+ * Envoy through a copy of itself, and says so (src/status/listen.ts, src/envoy/deathlink.ts).
  */
 function nativeEntries(target: string | undefined, outdir: string): string[] {
   if (!(target ?? `bun-${process.platform}`).includes("linux")) return [];
   const arch = targetArch(target);
-  const r = buildResponder(arch, join(outdir, "native"));
-  if ("error" in r) {
-    console.warn(`warning: no native status responder in the ${target ?? "host"} build: ${r.error}`);
-    return [];
+  const out: string[] = [];
+  for (const [what, r] of [
+    ["native status responder", buildResponder(arch, join(outdir, "native"))],
+    ["native Envoy launcher", buildLauncher(arch, join(outdir, "native"))],
+  ] as const) {
+    if ("error" in r) console.warn(`warning: no ${what} in the ${target ?? "host"} build: ${r.error}`);
+    else out.push(r.file);
   }
-  return [r.file];
+  return out;
 }
 
 function compile(outfile: string, target: string | undefined, bytecode: boolean, defines: Record<string, string>, extra: string[]): boolean {
   // The status port's thread (src/status/statusthread.ts) is a second entry point: a Worker's code
   // is found in the binary only when it is built in. `extra` embeds files as they are (the native
-  // responder's library, found in Bun.embeddedFiles by its name: hence the asset naming); --root
+  // responder's library and Envoy's launcher, found in Bun.embeddedFiles by name: hence the asset naming); --root
   // keeps the Worker's path relative to src/ although the library lies outside it.
   const cmd = [
     process.execPath,

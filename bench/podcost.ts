@@ -75,7 +75,7 @@ export function ready(records: string): boolean {
 }
 
 /** Spawn -> ready (certificate and first config at the stand-in), in ms; the agent and its stand-in are killed after. */
-async function startToReady(a: Agent, dir: string, lite: IstiodLite): Promise<number> {
+export async function startToReady(a: Agent, dir: string, lite: IstiodLite): Promise<number> {
   const { env, records } = await sidecarEnv(dir, lite, false);
   const t0 = performance.now();
   const p = Bun.spawn([a.bin, "proxy", "sidecar"], { cwd: dir, env, stdout: "ignore", stderr: "ignore" });

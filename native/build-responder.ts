@@ -22,16 +22,23 @@ export function compilerFor(arch: string): string | undefined {
   return undefined;
 }
 
-/** Compiles the library for `arch` into `outDir`; returns its path, or a sentence saying why not. */
-export function buildResponder(arch: string = process.arch, outDir = join(import.meta.dir, "..", "dist", "native")): { file: string } | { error: string } {
+/**
+ * Compiles `source` with `flags` for `arch` into `file` unless it is newer than the source and
+ * `script` (the build script naming the flags); returns its path, or a sentence saying why not.
+ */
+export function compileNative(arch: string, source: string, flags: readonly string[], file: string, script: string): { file: string } | { error: string } {
   const cc = compilerFor(arch);
   if (!cc) return { error: `no C compiler for linux-${arch} (gcc or ${arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu-gcc)` };
-  const file = join(outDir, responderFileName(arch));
-  if (existsSync(file) && statSync(file).mtimeMs >= statSync(SOURCE).mtimeMs && statSync(file).mtimeMs >= statSync(import.meta.path).mtimeMs) return { file };
+  if (existsSync(file) && statSync(file).mtimeMs >= statSync(source).mtimeMs && statSync(file).mtimeMs >= statSync(script).mtimeMs) return { file };
   mkdirSync(dirname(file), { recursive: true });
-  const r = Bun.spawnSync([cc, ...FLAGS, "-o", file, SOURCE], { stdout: "pipe", stderr: "pipe" });
-  if (r.exitCode !== 0) return { error: `${cc} failed on ${SOURCE}:\n${r.stderr.toString()}` };
+  const r = Bun.spawnSync([cc, ...flags, "-o", file, source], { stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) return { error: `${cc} failed on ${source}:\n${r.stderr.toString()}` };
   return { file };
+}
+
+/** Compiles the library for `arch` into `outDir`; returns its path, or a sentence saying why not. */
+export function buildResponder(arch: string = process.arch, outDir = join(import.meta.dir, "..", "dist", "native")): { file: string } | { error: string } {
+  return compileNative(arch, SOURCE, FLAGS, join(outDir, responderFileName(arch)), import.meta.path);
 }
 
 if (import.meta.main) {

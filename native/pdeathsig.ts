@@ -12,7 +12,7 @@ interface Libc {
   execv(path: unknown, argv: unknown): number;
 }
 
-const LIBC_NAMES = ["libc.so.6", `libc.musl-${process.arch === "arm64" ? "aarch64" : "x86_64"}.so.1`, "libc.so"];
+export const LIBC_NAMES = ["libc.so.6", `libc.musl-${process.arch === "arm64" ? "aarch64" : "x86_64"}.so.1`, "libc.so"];
 
 function loadLibc(): { libc: Libc; ptr: (v: ArrayBufferView) => number } | undefined {
   if (process.platform !== "linux") return undefined;

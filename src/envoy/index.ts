@@ -147,7 +147,7 @@ export function envoyOptionsFromConfig(cfg: AgentConfig, deps: EnvoyDeps): Envoy
     // Istio removes the file it rendered, never a user's custom config file.
     cleanupFiles: custom === bootstrapPath ? [] : [bootstrapPath],
     ...((deps.reapOrphans ?? process.pid === 1) ? { reaper: { selfPid: process.pid } } : {}),
-    launcher: defaultLauncher(deps.selfCommand, process.pid),
+    launcher: defaultLauncher(deps.selfCommand, process.pid, log),
     pidFile: new EnvoyPidFile(join(dirname(bootstrapPath), "envoy.pid"), {
       log,
       kill: (pid, sig) => {

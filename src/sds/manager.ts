@@ -5,7 +5,7 @@
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
 // the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
 
-import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { existsSync } from "node:fs";
 import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
@@ -198,7 +198,9 @@ export class SecretManager implements Component, TrustBundleSink {
   private async warnAboutToken(path: string): Promise<void> {
     let text: string | undefined;
     try {
-      text = await readBoundedText(path, { maxBytes: FILE_LIMITS.token });
+      // Synchronous: this is on SDS's start path (its socket waits for it, and Envoy for the socket),
+      // and an asynchronous read would start Bun's file thread pool for one small file.
+      text = readBoundedTextSync(path, FILE_LIMITS.token);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
         this.deps.log.warn(`token file ${path} cannot be read: ${errorMessage(e)}; the CA will refuse certificate requests`);

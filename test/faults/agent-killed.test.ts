@@ -1,12 +1,15 @@
 // The agent SIGKILLed (the OOM killer): its Envoy must not live on beside the next agent's.
 // The compiled agent runs the e2e Envoy stand-in; the agent is SIGKILLed; the stand-in's pid must
-// be gone within a second (the kernel's parent-death signal), not adopted by PID 1.
+// be gone within a second (the kernel's parent-death signal), not adopted by PID 1. The signal is
+// armed by the native launcher embedded in the binary (native/envoylauncher.c), not by a second
+// start of the agent: strace shows which programs Envoy's process ran before Envoy.
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envoyRecords, killRecordedEnvoys, startPod, until, xdsYamlWithPort, type Pod } from "../e2e/pod.ts";
 import { writeE2eEnvoyLauncher } from "../e2e/xds-envoy.ts";
+import { testRequiring } from "../support/requires.ts";
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -24,13 +27,15 @@ function alive(pid: number): boolean {
   return !/^\d+ \(.*\) Z /.test(stat);
 }
 
-async function podWithEnvoy(): Promise<{ pod: Pod; recordFile: string }> {
+async function podWithEnvoy(prefix?: (work: string) => string[]): Promise<{ pod: Pod; recordFile: string; work: string; envoy: string }> {
   const work = mkdtempSync(join(tmpdir(), "agent-faults-kill-"));
   const recordFile = join(work, "envoy-record.jsonl");
+  const envoy = writeE2eEnvoyLauncher(work);
   const pod = await startPod({
     env: { LOCAL_XDS_PATH: "xds.yaml", CA_PROVIDER: "local", FAKE_ENVOY_RECORD: recordFile },
-    proxyConfig: { controlPlaneAuthPolicy: "NONE", binaryPath: writeE2eEnvoyLauncher(work), terminationDrainDuration: "1s", drainDuration: "2s" },
+    proxyConfig: { controlPlaneAuthPolicy: "NONE", binaryPath: envoy, terminationDrainDuration: "1s", drainDuration: "2s" },
     files: { "xds.yaml": xdsYamlWithPort(1) },
+    ...(prefix ? { prefix: prefix(work) } : {}),
   });
   cleanups.push(() => {
     pod.kill();
@@ -38,7 +43,7 @@ async function podWithEnvoy(): Promise<{ pod: Pod; recordFile: string }> {
     pod.box.cleanup();
     rmSync(work, { recursive: true, force: true });
   });
-  return { pod, recordFile };
+  return { pod, recordFile, work, envoy };
 }
 
 describe("agent SIGKILLed (compiled agent)", () => {
@@ -63,4 +68,42 @@ describe("agent SIGKILLed (compiled agent)", () => {
     expect(await pod.waitExit(20_000)).toBe(0);
     expect(await Bun.file(pidFile).exists()).toBe(false);
   }, 30_000);
+
+  // Before the native launcher, Envoy's process first ran the agent's own binary again
+  // (`agent __envoy-exec …`): a whole second start of the runtime and bundle before Envoy.
+  testRequiring(
+    { tools: ["strace"], apt: ["strace"] },
+    "Envoy's process runs the native launcher (the death signal armed), then Envoy: no second start of the agent",
+    async () => {
+      let trace = "";
+      const { pod, recordFile, envoy } = await podWithEnvoy((work) => {
+        trace = join(work, "strace.txt");
+        return ["strace", "-f", "-qq", "-s", "4096", "-e", "trace=execve,prctl", "-e", "signal=none", "-o", trace];
+      });
+      const started = await until(pod, "Envoy started", () => envoyRecords(recordFile).find((r) => r.event === "start"), 30_000);
+      // strace writes each line when the call returns: Envoy's own start record is the later sentinel.
+      const lines = readFileSync(trace, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith(`${started.pid} `));
+      const calls = lines.filter((l) => / (execve|prctl)\(/.test(l) && !/ENOENT/.test(l));
+      expect(readFileSync(trace, "utf8")).not.toContain("__envoy-exec");
+      // 1: the launcher from its memory file, told the agent's pid and Envoy's binary.
+      const launcher = /execve\("\/proc\/self\/fd\/\d+", \["\/proc\/self\/fd\/\d+", "(\d+)", "([^"]+)"/.exec(calls[0] ?? "");
+      expect(launcher, calls.join("\n")).not.toBeNull();
+      expect(launcher![2]).toBe(envoy);
+      // The pid it was told is its parent's: the agent (under strace, not strace itself).
+      const ppid = Number(
+        readFileSync(`/proc/${started.pid}/stat`, "utf8")
+          .replace(/^.*\) /, "")
+          .split(" ")[1],
+      );
+      expect(Number(launcher![1])).toBe(ppid);
+      expect(ppid).not.toBe(pod.agent.proc.pid);
+      // 2: the death signal armed; 3: Envoy's binary exec'd in the same process.
+      expect(calls[1]).toMatch(/prctl\(PR_SET_PDEATHSIG, SIGKILL\)\s+= 0$/);
+      expect(calls[2]).toContain(`execve("${envoy}", ["${envoy}", "-c", `);
+      expect(calls[2]).toMatch(/\)\s+= 0$/);
+    },
+    30_000,
+  );
 });
