@@ -11,9 +11,10 @@
 // - the copy could not do its job (killed at the deadline, crashed, output cut short): a
 //   LocalXdsConvertError, not the file's fault: the same text is tried again (source.ts retries
 //   with a backoff);
-// - the copy cannot be started at all (ENOEXEC, ENOENT, EACCES: e.g. the arm64 binary under
-//   qemu-user, which cannot exec itself): a warning, and this process converts the file itself
-//   from then on (inprocess.ts, loaded only then), the memory this file is about included.
+// - the copy cannot be started at all (ENOEXEC, ENOENT, EACCES from the spawn, or exit 127 with
+//   nothing written: the arm64 binary under qemu-user cannot exec itself): a warning, and this
+//   process converts the file itself from then on (inprocess.ts, loaded only then), the memory
+//   this file is about included.
 
 import { FILE_LIMITS, formatBytes } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
@@ -61,6 +62,8 @@ export interface ChildConverterOptions {
 
 /** Spawn errors that mean this program cannot run itself here at all (rather than "not now"). */
 const CANNOT_RUN = new Set(["ENOEXEC", "ENOENT", "EACCES"]);
+/** The exit status of a child whose exec failed after the fork. */
+const EXEC_FAILED = 127;
 
 /** Reads `stream` to its end, keeping at most `max` bytes: the last ones (`keepTail`), or none once past it (then `over()`, once). */
 async function collect(stream: ReadableStream<Uint8Array>, max: number, over: () => void, keepTail = false): Promise<Buffer> {
@@ -92,6 +95,13 @@ export function childConverter(opts: ChildConverterOptions): Converter {
     if (fallback) return fallback(displayPath, bytes);
     const what = `the converter (${[...opts.command, LOCAL_XDS_CONVERT_COMMAND].join(" ")})`;
     const failed = (why: string) => new LocalXdsConvertError(`${displayPath}: ${what} ${why}`, displayPath);
+    const inProcess = (why: string) => {
+      opts.log.warn(
+        `local xDS: ${what} cannot be started here: ${why}; converting ${displayPath} in the agent's own process from now on (yaml, protobufjs and the schemas then stay loaded: several MiB more)`,
+      );
+      fallback = inProcessConverter();
+      return fallback(displayPath, bytes);
+    };
     if (signal?.aborted) throw failed("was not started: the agent is stopping");
     let proc: Bun.Subprocess<Uint8Array, "pipe", "pipe">;
     try {
@@ -100,11 +110,7 @@ export function childConverter(opts: ChildConverterOptions): Converter {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (!code || !CANNOT_RUN.has(code)) throw failed(`could not be started: ${errorMessage(e)}`);
-      opts.log.warn(
-        `local xDS: ${what} cannot be started here: ${errorMessage(e)}; converting ${displayPath} in the agent's own process from now on (yaml, protobufjs and the schemas then stay loaded: several MiB more)`,
-      );
-      fallback = inProcessConverter();
-      return fallback(displayPath, bytes);
+      return inProcess(errorMessage(e));
     }
     let timedOut = false;
     let overflow = false;
@@ -128,6 +134,9 @@ export function childConverter(opts: ChildConverterOptions): Converter {
     }
     if (timedOut) throw failed(`did not finish within ${timeoutMs / 1000} s and was killed`);
     if (signal?.aborted) throw failed("was stopped: the agent is stopping");
+    // 127 with nothing written: the exec failed after the fork (how a spawn under qemu-user reports
+    // ENOEXEC); the copy itself exits 0, 2 or 70.
+    if (code === EXEC_FAILED && out.length === 0 && err.length === 0) return inProcess(`it exited with code ${EXEC_FAILED} before running (the exec failed)`);
     if (code !== 0) {
       const tail = err.toString("utf8").trim().split("\n").slice(-3).join(" | ");
       throw failed(`${proc.signalCode ? `was killed by ${proc.signalCode}` : `exited with code ${code}`}${tail ? `: ${tail}` : ""}`);

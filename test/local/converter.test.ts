@@ -122,6 +122,16 @@ test("a copy that cannot be started here (ENOEXEC: e.g. arm64 under qemu-user): 
   expect(warned[0]).toContain("converting examples/xds.yaml in the agent's own process from now on");
 });
 
+test("a copy whose exec fails after the fork (exit 127, nothing written: how qemu-user reports it): the same fallback; a copy that says why it exits 127 is a failure", async () => {
+  const log = memoryLogger("all:debug");
+  const convert: Converter = childConverter({ command: sh("cat >/dev/null; exit 127"), log: log.log });
+  expect((await convert("examples/xds.yaml", EXAMPLE)).version).toBe("3659a13d56c9");
+  expect(log.lines.filter((l) => l.includes("cannot be started here: it exited with code 127 before running (the exec failed)")).length).toBe(1);
+  const loud = await failure(childConverter({ command: sh("cat >/dev/null; echo missing >&2; exit 127"), log: log.log })("f.yaml", EXAMPLE));
+  expect(loud).toBeInstanceOf(LocalXdsConvertError);
+  expect(loud.message).toEndWith("exited with code 127: missing");
+});
+
 test("the server with the copy as its converter: a bad file at start blocks readiness with its error; the fixed file is served", async () => {
   const bad = join(tmp.dir, "bad.yaml");
   writeText(bad, "clusters:\n  - name: x\n    type: EDSS\n");
