@@ -114,11 +114,16 @@ export async function run(): Promise<string> {
       "",
     ].join("\n");
   } finally {
-    for (const c of clients) c.close();
-    for (const p of procs) p.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    rmSync(dir, { recursive: true, force: true });
+    await stopAll(clients, procs, dir);
   }
+}
+
+/** Closes the clients, kills the agents, removes their directory. */
+export async function stopAll(clients: grpc.Client[], procs: Proc[], dir: string): Promise<void> {
+  for (const c of clients) c.close();
+  for (const p of procs) p.kill("SIGKILL");
+  await Promise.all(procs.map((p) => p.exited));
+  rmSync(dir, { recursive: true, force: true });
 }
 
 if (import.meta.main) console.log(await run());

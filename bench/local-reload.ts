@@ -10,11 +10,11 @@
 // Not part of `bun run bench` (a comparison of builds, like idle-local.ts).
 
 import type * as grpc from "@grpc/grpc-js";
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/support/fake-envoy.ts";
-import { holdAds } from "./idle-local.ts";
+import { holdAds, stopAll } from "./idle-local.ts";
 import { agents, idlePod, loadavg } from "./idle-ab-support.ts";
 import { fmt, percentile, spawnUntil, type Proc } from "./support.ts";
 
@@ -120,10 +120,7 @@ export async function run(): Promise<string> {
       "",
     ].join("\n");
   } finally {
-    for (const c of clients) c.close();
-    for (const p of procs) p.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    rmSync(dir, { recursive: true, force: true });
+    await stopAll(clients, procs, dir);
   }
 }
 
