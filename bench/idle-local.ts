@@ -4,8 +4,10 @@
 // held open on its XDS socket by a grpc-js client in this process, as a proxyless application
 // holds it: LDS, RDS, CDS and EDS answered through the relay and the local server). All alive at
 // once so the machine's load falls on every column alike. Memory is the median of WINDOWS
-// readings from STEADY_MS after the first start.
-//   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-local.ts
+// readings from STEADY_MS after the first start. IDLE_LOCAL_PODS=N runs N agents of each build and
+// shape (the row: the median over them): USS then counts the binary's pages as a pod does, shared
+// with the pod's neighbours of the same build, not private to the one agent that touched them.
+//   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" [IDLE_LOCAL_PODS=5] bun bench/idle-local.ts
 // Not part of `bun run bench` (a comparison of builds, like idle-ca.ts).
 
 import * as grpc from "@grpc/grpc-js";
@@ -18,6 +20,7 @@ import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS }
 import { fmt, spawnUntil, type Proc } from "./support.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
+const PODS = Number(process.env.IDLE_LOCAL_PODS ?? 1);
 const TYPES = ["listener.v3.Listener", "route.v3.RouteConfiguration", "cluster.v3.Cluster", "endpoint.v3.ClusterLoadAssignment"].map(
   (t) => `type.googleapis.com/envoy.config.${t}`,
 );
@@ -36,8 +39,8 @@ const DiscoveryRequest = protobuf.Root.fromJSON({
   },
 }).lookupType("DiscoveryRequest");
 
-/** One ADS stream on the agent's XDS socket, a request per type; resolves once each type is answered. */
-async function holdAds(socket: string): Promise<grpc.Client> {
+/** One ADS stream on the agent's XDS socket, a request per type; resolves once each type is answered (the call carries later pushes). */
+export async function holdAds(socket: string): Promise<{ client: grpc.Client; call: grpc.ClientDuplexStream<Buffer, Buffer> }> {
   const client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
   const call = client.makeBidiStreamRequest(
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
@@ -56,7 +59,7 @@ async function holdAds(socket: string): Promise<grpc.Client> {
     call.write(Buffer.from(DiscoveryRequest.encode(DiscoveryRequest.fromObject(msg)).finish()));
   }
   await done;
-  return client;
+  return { client, call };
 }
 
 export async function run(): Promise<string> {
@@ -66,47 +69,61 @@ export async function run(): Promise<string> {
   try {
     const runs: { label: string; shape: string; pid: number }[] = [];
     const t0 = performance.now();
-    for (const [label, bin] of agents()) {
-      for (const shape of ["at rest", "serving"]) {
-        const cwd = join(dir, `${label}-${shape === "at rest" ? "rest" : "serving"}`);
-        const env: Record<string, string> = {
-          ...idlePod(cwd),
-          CA_PROVIDER: "local",
-          LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"),
-          PROXY_CONFIG: JSON.stringify({
-            terminationDrainDuration: "1s",
-            statusPort: await freePort(),
-            proxyAdminPort: await freePort(),
-            controlPlaneAuthPolicy: "NONE",
-          }),
-        };
-        const p = await spawnUntil([bin, "proxy", "sidecar"], env, cwd, /local xDS: serving/, 60_000);
-        procs.push(p);
-        if (shape === "serving") clients.push(await holdAds(join(cwd, "etc/istio/proxy/XDS")));
-        runs.push({ label, shape, pid: p.pid });
+    for (let n = 0; n < PODS; n++) {
+      for (const [label, bin] of agents()) {
+        for (const shape of ["at rest", "serving"]) {
+          const cwd = join(dir, `${label}-${shape === "at rest" ? "rest" : "serving"}-${n}`);
+          const env: Record<string, string> = {
+            ...idlePod(cwd),
+            CA_PROVIDER: "local",
+            LOCAL_XDS_PATH: join(ROOT, "examples/xds.yaml"),
+            PROXY_CONFIG: JSON.stringify({
+              terminationDrainDuration: "1s",
+              statusPort: await freePort(),
+              proxyAdminPort: await freePort(),
+              controlPlaneAuthPolicy: "NONE",
+            }),
+          };
+          const p = await spawnUntil([bin, "proxy", "sidecar"], env, cwd, /local xDS: serving/, 60_000);
+          procs.push(p);
+          if (shape === "serving") clients.push((await holdAds(join(cwd, "etc/istio/proxy/XDS"))).client);
+          runs.push({ label, shape, pid: p.pid });
+        }
       }
     }
     const { load, mib } = await steadyMemory(
       runs.map((r) => r.pid),
       t0,
     );
+    // One row per build and shape: the median over its PODS agents of each figure.
+    const rows = [...new Set(runs.map((r) => `${r.label}\0${r.shape}`))].map((key) => {
+      const [label, shape] = key.split("\0") as [string, string];
+      const of = runs.flatMap((r, i) => (r.label === label && r.shape === shape ? [mib[i]!] : []));
+      const med = (k: "uss" | "rss" | "anon" | "file") => of.map((m) => m[k]).sort((a, b) => a - b)[Math.floor(of.length / 2)]!;
+      return `| ${label} | ${shape} | ${fmt(med("uss"))} | ${fmt(med("rss"))} | ${fmt(med("anon"))} | ${fmt(med("file"))} |`;
+    });
     return [
       "## Idle memory in local mode (bench/idle-local.ts)",
       "",
-      `Local-mode agents (bench/idle.ts's shape), each build at rest and serving one held ADS stream (LDS, RDS, CDS, EDS answered from examples/xds.yaml), all alive at once; ` +
-        `memory the median of ${WINDOWS} readings ${WINDOW_MS / 1000} s apart from ${STEADY_MS / 1000} s after the first start. Load average: ${load} at the start, ${loadavg()} at the end.`,
+      `Local-mode agents (bench/idle.ts's shape), ${PODS} of each build at rest and ${PODS} serving one held ADS stream (LDS, RDS, CDS, EDS answered from examples/xds.yaml), all alive at once; ` +
+        `memory the median of ${WINDOWS} readings ${WINDOW_MS / 1000} s apart from ${STEADY_MS / 1000} s after the first start (median over the ${PODS} agents of a row). Load average: ${load} at the start, ${loadavg()} at the end.`,
       "",
-      "| build | local mode | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
-      "|---|---|---|---|---|",
-      ...runs.map((r, i) => `| ${r.label} | ${r.shape} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} |`),
+      "| build | local mode | USS MiB | RSS MiB | anon RSS MiB (target ≤ 12) | file RSS MiB |",
+      "|---|---|---|---|---|---|",
+      ...rows,
       "",
     ].join("\n");
   } finally {
-    for (const c of clients) c.close();
-    for (const p of procs) p.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    rmSync(dir, { recursive: true, force: true });
+    await stopAll(clients, procs, dir);
   }
+}
+
+/** Closes the clients, kills the agents, removes their directory. */
+export async function stopAll(clients: grpc.Client[], procs: Proc[], dir: string): Promise<void> {
+  for (const c of clients) c.close();
+  for (const p of procs) p.kill("SIGKILL");
+  await Promise.all(procs.map((p) => p.exited));
+  rmSync(dir, { recursive: true, force: true });
 }
 
 if (import.meta.main) console.log(await run());

@@ -295,6 +295,7 @@ export class Agent {
             ...common,
             afterStart,
             ...(this.dns ? { nameTables: this.dns } : {}),
+            ...(this.deps.selfCommand ? { selfCommand: this.deps.selfCommand } : {}),
           })
         : undefined;
       // ECDS Wasm conversion (ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION): its code loads on the first ECDS response.

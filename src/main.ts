@@ -34,13 +34,21 @@ const io: CliIO = {
   },
 };
 
+// A copy of the agent converting a local xDS file for it (src/local/converter.ts; the literal is
+// LOCAL_XDS_CONVERT_COMMAND there, not imported: nothing else may load before the launcher above):
+// only the conversion's code, none of the CLI.
+const command =
+  effective[0] === "__local-xds-convert"
+    ? import("./local/convertchild.ts").then(({ runConvertChild }) =>
+        runConvertChild(effective.slice(1), { input: Bun.stdin.stream(), write: (b) => Bun.write(Bun.stdout, b), err: io.err }),
+      )
+    : import("./cli/root.ts").then(({ runCli }) => runCli(effective, io));
+
 // (No top-level await: the compiled binary's bytecode is a CommonJS bundle.)
-import("./cli/root.ts")
-  .then(({ runCli }) => runCli(effective, io))
-  .then(
-    (code) => process.exit(code),
-    (e: unknown) => {
-      process.stderr.write(`Error: ${(e as Error)?.stack ?? String(e)}\n`);
-      process.exit(255);
-    },
-  );
+command.then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    process.stderr.write(`Error: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.exit(255);
+  },
+);

@@ -1,10 +1,15 @@
-// ADS wire messages (envoy.service.discovery.v3) for the local xDS server: decode what clients
-// send, encode what we answer. Resources travel as google.protobuf.Any with their type URL.
+// ADS wire messages (envoy.service.discovery.v3) for the local xDS server, at the protobuf wire
+// level (src/lib/protowire.ts), so the serving process loads no schema library: requests are read
+// by the SDS server's readers (src/sds/wire.ts: the same DiscoveryRequest and
+// DeltaDiscoveryRequest, unknown fields skipped, malformed ones refused with a WireError) plus the
+// node's id; responses are written around the resources' bytes, each a google.protobuf.Any of
+// its type URL and its already-encoded message. Field numbers are Envoy's (proto/discovery.proto).
 
-import type protobuf from "protobufjs";
+import { MessageWriter, messageField, parseFields, stringField, WireError } from "../lib/protowire.ts";
+import { decodeDeltaDiscoveryRequest, decodeDiscoveryRequest } from "../sds/wire.ts";
 import type { DeltaRequest, DeltaResponse } from "./delta.ts";
+import type { Resource } from "./snapshot.ts";
 import type { SotwRequest, SotwResponse } from "./sotw.ts";
-import { checkedInput } from "../lib/protobuf-input.ts";
 
 export interface DecodedSotw extends SotwRequest {
   nodeId: string;
@@ -21,69 +26,84 @@ export interface AdsCodec {
   encodeDeltaResponse(r: DeltaResponse): Buffer;
 }
 
-type Plain = Record<string, any>;
+// DiscoveryRequest { node = 2 }; DeltaDiscoveryRequest { node = 1 }; envoy.config.core.v3.Node { id = 1 }.
+const SOTW_NODE = 2;
+const DELTA_NODE = 1;
+const NODE_ID = 1;
+// DiscoveryResponse { version_info = 1; resources = 2 (Any); type_url = 4; nonce = 5 };
+// DeltaDiscoveryResponse { system_version_info = 1; resources = 2 (Resource); type_url = 4;
+// nonce = 5; removed_resources = 6 }; Resource { version = 1; resource = 2 (Any); name = 3 };
+// google.protobuf.Any { type_url = 1; value = 2 }.
+const RES = { versionInfo: 1, resources: 2, typeUrl: 4, nonce: 5, removed: 6 } as const;
+const RESOURCE = { version: 1, resource: 2, name: 3 } as const;
+const ANY = { typeUrl: 1, value: 2 } as const;
 
-function errorDetail(o: Plain): { code: number; message: string } | undefined {
-  return o.error_detail ? { code: o.error_detail.code ?? 0, message: o.error_detail.message ?? "" } : undefined;
+/** The id of the request's node (field `no`; occurrences merged, protobuf's rule): "" without one. */
+function nodeIdOf(b: Uint8Array, no: number, what: string): string {
+  const node = messageField(parseFields(b), no);
+  if (!node || node.length === 0) return "";
+  try {
+    return stringField(parseFields(node), NODE_ID) ?? "";
+  } catch (e) {
+    throw new WireError(`${what}.node: ${(e as Error).message}`);
+  }
 }
 
-export function adsCodec(root: protobuf.Root): AdsCodec {
-  const Req = root.lookupType("envoy.service.discovery.v3.DiscoveryRequest");
-  const Res = root.lookupType("envoy.service.discovery.v3.DiscoveryResponse");
-  const DReq = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryRequest");
-  const DRes = root.lookupType("envoy.service.discovery.v3.DeltaDiscoveryResponse");
-  const Node = root.lookupType("envoy.config.core.v3.Node");
-  const plain = (t: protobuf.Type, b: Uint8Array): Plain =>
-    t.toObject(t.decode(checkedInput(b)), { defaults: true, arrays: true, objects: true, longs: Number });
-  // The discovery schema (shared with the relay) keeps `node` as opaque bytes; local mode reads its id.
-  const nodeId = (node: Uint8Array | undefined): string =>
-    node && node.length ? String((Node.decode(checkedInput(node)) as unknown as { id?: string }).id ?? "") : "";
+/** The resource as google.protobuf.Any: its type URL and its encoded message, not copied until the response is finished. */
+function any(typeUrl: string, r: Resource): MessageWriter {
+  return new MessageWriter().bytes(ANY.typeUrl, typeUrl).bytes(ANY.value, r.body);
+}
+
+/** The codec; it holds nothing between calls. */
+export function adsCodec(): AdsCodec {
   return {
     decodeRequest(b) {
-      const o = plain(Req, b);
-      const r: DecodedSotw = {
-        nodeId: nodeId(o.node),
-        typeUrl: o.type_url,
-        versionInfo: o.version_info,
-        resourceNames: o.resource_names,
-        responseNonce: o.response_nonce,
+      const r = decodeDiscoveryRequest(b);
+      const out: DecodedSotw = {
+        nodeId: nodeIdOf(b, SOTW_NODE, "DiscoveryRequest"),
+        typeUrl: r.typeUrl,
+        versionInfo: r.versionInfo,
+        resourceNames: r.resourceNames,
+        responseNonce: r.responseNonce,
       };
-      const e = errorDetail(o);
-      if (e) r.errorDetail = e;
-      return r;
+      if (r.errorDetail) out.errorDetail = r.errorDetail;
+      return out;
     },
     encodeResponse(r) {
-      const msg = {
-        version_info: r.versionInfo,
-        type_url: r.typeUrl,
-        nonce: r.nonce,
-        resources: r.resources.map((x) => ({ type_url: r.typeUrl, value: x.body })),
-      };
-      return Buffer.from(Res.encode(msg).finish());
+      const w = new MessageWriter();
+      if (r.versionInfo !== "") w.bytes(RES.versionInfo, r.versionInfo);
+      for (const x of r.resources) w.message(RES.resources, any(r.typeUrl, x));
+      if (r.typeUrl !== "") w.bytes(RES.typeUrl, r.typeUrl);
+      if (r.nonce !== "") w.bytes(RES.nonce, r.nonce);
+      return w.finish();
     },
     decodeDeltaRequest(b) {
-      const o = plain(DReq, b);
-      const r: DecodedDelta = {
-        nodeId: nodeId(o.node),
-        typeUrl: o.type_url,
-        subscribe: o.resource_names_subscribe,
-        unsubscribe: o.resource_names_unsubscribe,
-        initialVersions: o.initial_resource_versions ?? {},
-        responseNonce: o.response_nonce,
+      const r = decodeDeltaDiscoveryRequest(b);
+      const out: DecodedDelta = {
+        nodeId: nodeIdOf(b, DELTA_NODE, "DeltaDiscoveryRequest"),
+        typeUrl: r.typeUrl,
+        subscribe: r.resourceNamesSubscribe,
+        unsubscribe: r.resourceNamesUnsubscribe,
+        initialVersions: r.initialResourceVersions,
+        responseNonce: r.responseNonce,
       };
-      const e = errorDetail(o);
-      if (e) r.errorDetail = e;
-      return r;
+      if (r.errorDetail) out.errorDetail = r.errorDetail;
+      return out;
     },
     encodeDeltaResponse(r) {
-      const msg = {
-        system_version_info: r.systemVersionInfo,
-        type_url: r.typeUrl,
-        nonce: r.nonce,
-        resources: r.resources.map((x) => ({ name: x.name, version: x.version, resource: { type_url: r.typeUrl, value: x.body } })),
-        removed_resources: r.removed,
-      };
-      return Buffer.from(DRes.encode(msg).finish());
+      const w = new MessageWriter();
+      if (r.systemVersionInfo !== "") w.bytes(RES.versionInfo, r.systemVersionInfo);
+      for (const x of r.resources) {
+        const res = new MessageWriter();
+        if (x.version !== "") res.bytes(RESOURCE.version, x.version);
+        res.message(RESOURCE.resource, any(r.typeUrl, x));
+        if (x.name !== "") res.bytes(RESOURCE.name, x.name);
+        w.message(RES.resources, res);
+      }
+      if (r.typeUrl !== "") w.bytes(RES.typeUrl, r.typeUrl);
+      if (r.nonce !== "") w.bytes(RES.nonce, r.nonce);
+      for (const name of r.removed) w.bytes(RES.removed, name);
+      return w.finish();
     },
   };
 }

@@ -6,7 +6,7 @@
 // wildcard; resource_names_unsubscribe removes names (`*` ends wildcard). A request with
 // error_detail is a NACK: logged, subscription changes in it still applied.
 
-import { isWildcardType } from "./schema.ts";
+import { isWildcardType } from "./kinds.ts";
 import { resourcesOf, type Resource, type Snapshot } from "./snapshot.ts";
 import type { StepResult } from "./sotw.ts";
 

@@ -6,6 +6,7 @@ import type { AgentConfig } from "../config/agentconfig.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/metrics.ts";
 import type { Readiness } from "../lib/readiness.ts";
+import { childConverter } from "./converter.ts";
 import { LocalXdsServer, type LocalXdsServerOptions } from "./server.ts";
 
 export { LocalXdsServer, ADS_SERVICE, type LocalXdsServerOptions } from "./server.ts";
@@ -23,11 +24,13 @@ export function createLocalXdsServer(opts: LocalXdsServerOptions): LocalXdsServe
 /**
  * The agent's local xDS server when LOCAL_XDS_PATH is set (else undefined): serves the file on
  * `unix://<root>/<configPath>/local-xds.sock` (or `deps.listen`, e.g. `127.0.0.1:0`); the relay
- * dials `address()` in plaintext (controlPlaneAuthPolicy NONE) instead of discoveryAddress.
+ * dials `address()` in plaintext (controlPlaneAuthPolicy NONE) instead of discoveryAddress. With
+ * `selfCommand` (how to run the agent again) the file is converted by a short-lived copy of the
+ * agent (converter.ts), else in this process.
  */
 export function createLocalXds(
   cfg: AgentConfig,
-  deps: { log: Logger; registry?: Registry; readiness?: Readiness; listen?: string; initAfter?: Promise<unknown> },
+  deps: { log: Logger; registry?: Registry; readiness?: Readiness; listen?: string; initAfter?: Promise<unknown>; selfCommand?: readonly string[] },
 ): LocalXdsServer | undefined {
   const path = cfg.env.LOCAL_XDS_PATH;
   if (!path) return undefined;
@@ -40,5 +43,6 @@ export function createLocalXds(
     readiness: deps.readiness,
     cwd: cfg.root,
     ...(deps.initAfter ? { initAfter: deps.initAfter } : {}),
+    ...(deps.selfCommand?.length ? { convert: childConverter({ command: deps.selfCommand, log: deps.log }) } : {}),
   });
 }

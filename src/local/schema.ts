@@ -2,7 +2,8 @@
 // Envoy's public package names and field numbers), embedded at bundle time and parsed into one
 // protobufjs Root per caller (the server keeps its own; no module-level state). The .proto texts
 // are parsed when the agent is bundled (a macro, schema-tree.ts); at run time the Root is rebuilt
-// from that JSON, several times faster than parsing the texts.
+// from that JSON, several times faster than parsing the texts. Only the file's conversion
+// (convertchild.ts, in a short-lived child process) loads this; the serving process does not.
 
 import protobuf from "protobufjs";
 import { localSchemaTree } from "./schema-tree.ts" with { type: "macro" };
@@ -10,38 +11,19 @@ import { localSchemaTree } from "./schema-tree.ts" with { type: "macro" };
 /** The schemas as protobufjs JSON, parsed from the .proto texts at bundle time (schema-tree.ts). */
 const LOCAL_SCHEMA_JSON: string = localSchemaTree();
 
-export const TYPE_URL_PREFIX = "type.googleapis.com/";
-
-/** The five resource kinds a local xDS file holds, in the order a client needs them. */
-export const RESOURCE_KINDS = [
-  { key: "listeners", short: "LDS", message: "envoy.config.listener.v3.Listener", nameField: "name" },
-  { key: "routes", short: "RDS", message: "envoy.config.route.v3.RouteConfiguration", nameField: "name" },
-  { key: "clusters", short: "CDS", message: "envoy.config.cluster.v3.Cluster", nameField: "name" },
-  { key: "endpoints", short: "EDS", message: "envoy.config.endpoint.v3.ClusterLoadAssignment", nameField: "cluster_name" },
-  { key: "secrets", short: "SDS", message: "envoy.extensions.transport_sockets.tls.v3.Secret", nameField: "name" },
-] as const;
-
-export type ResourceKind = (typeof RESOURCE_KINDS)[number];
-
-export const LISTENER_TYPE = `${TYPE_URL_PREFIX}envoy.config.listener.v3.Listener`;
-export const ROUTE_TYPE = `${TYPE_URL_PREFIX}envoy.config.route.v3.RouteConfiguration`;
-export const CLUSTER_TYPE = `${TYPE_URL_PREFIX}envoy.config.cluster.v3.Cluster`;
-export const ENDPOINT_TYPE = `${TYPE_URL_PREFIX}envoy.config.endpoint.v3.ClusterLoadAssignment`;
-export const SECRET_TYPE = `${TYPE_URL_PREFIX}envoy.extensions.transport_sockets.tls.v3.Secret`;
-
-export function typeUrlOf(kind: ResourceKind): string {
-  return TYPE_URL_PREFIX + kind.message;
-}
-
-/** Short name for logs (`LDS`, `CDS`, ...), or the type URL itself for anything else. */
-export function shortType(typeUrl: string): string {
-  return RESOURCE_KINDS.find((k) => typeUrlOf(k) === typeUrl)?.short ?? typeUrl;
-}
-
-/** Types whose empty subscription means "everything" (legacy wildcard), as Envoy and gRPC use them. */
-export function isWildcardType(typeUrl: string): boolean {
-  return typeUrl === LISTENER_TYPE || typeUrl === CLUSTER_TYPE;
-}
+export {
+  TYPE_URL_PREFIX,
+  RESOURCE_KINDS,
+  type ResourceKind,
+  LISTENER_TYPE,
+  ROUTE_TYPE,
+  CLUSTER_TYPE,
+  ENDPOINT_TYPE,
+  SECRET_TYPE,
+  typeUrlOf,
+  shortType,
+  isWildcardType,
+} from "./kinds.ts";
 
 /** Every local-mode schema in a fresh Root. Field names keep Envoy's snake_case. */
 export function localSchema(): protobuf.Root {

@@ -7,8 +7,11 @@
 // It runs on the agent's own h2c gRPC server (src/xds/grpcserver.ts, the XDS and SDS sockets'),
 // with no peer check. start() only binds: every connection gets its HTTP/2 session from the first
 // byte, and a stream's requests are held by that stream (in order) until the server can answer
-// them: the schemas and the file load right after start, off the agent's start path (after
-// `initAfter`), and requests before the first good load wait for it. Until then the readiness
+// them: the file loads right after start, off the agent's start path (after `initAfter`), and
+// requests before the first good load wait for it. This process works at the protobuf wire level
+// only (codec.ts): the file is turned into encoded resources by the injected Converter (in the
+// agent, a short-lived copy of itself: converter.ts), so serving evaluates no yaml, protobufjs or
+// schema. Until then the readiness
 // blocker `local xDS file loaded` is pending, carrying the file's error if it is bad; fixing the
 // file clears it (the file is watched from the start).
 
@@ -24,11 +27,11 @@ import { readRequests } from "../xds/grpcrequests.ts";
 import { UnixGrpcServer, type GrpcMethod } from "../xds/grpcserver.ts";
 import type { H2Stream } from "../xds/h2/stream.ts";
 import { ADS_SERVICE, Code, DELTA_PATH, SOTW_PATH } from "../xds/types.ts";
-import { adsCodec, type AdsCodec } from "./codec.ts";
+import { adsCodec } from "./codec.ts";
+import { inProcessConverter, type Converter } from "./converter.ts";
 import { DeltaStream, type DeltaEvent } from "./delta.ts";
 import { LocalXdsError } from "./errors.ts";
-import { ProtoJson } from "./protojson.ts";
-import { localSchema, RESOURCE_KINDS, shortType, typeUrlOf } from "./schema.ts";
+import { RESOURCE_KINDS, shortType, typeUrlOf } from "./kinds.ts";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./snapshot.ts";
 import { SotwStream, type SotwEvent } from "./sotw.ts";
 import { XdsFileSource, type ReloadResult } from "./source.ts";
@@ -52,8 +55,10 @@ export interface LocalXdsServerOptions {
   pollMs?: number;
   /** Nonce generator (tests inject a deterministic one). */
   nonce?: () => string;
-  /** Load the schemas and the file once this resolves (the agent's start path is over); default: right after start(). */
+  /** Load the file once this resolves (the agent's start path is over); default: right after start(). */
   initAfter?: Promise<unknown>;
+  /** The file's bytes to encoded resources; default: in this process (inProcessConverter). The agent's: childConverter. */
+  convert?: Converter;
 }
 
 /** grpc's default receive limit (grpc-js's server, which served this before: 4 MiB); responses have none. */
@@ -100,7 +105,7 @@ export class LocalXdsServer implements Component {
   private readonly failure = new FailureReport();
   /** The listener died after start. */
   readonly failed = this.failure.failed;
-  private codec?: AdsCodec;
+  private readonly codec = adsCodec();
   private source?: XdsFileSource;
   private readonly streams = new Set<LiveStream>();
   private server?: UnixGrpcServer;
@@ -127,14 +132,19 @@ export class LocalXdsServer implements Component {
     const reg = opts.registry;
     this.metrics = reg
       ? {
-          reloads: counter(reg, "istio_agent_local_xds_reloads", "Reloads of the local xDS file, by result (ok, unchanged, rejected)", ["result"]),
+          reloads: counter(
+            reg,
+            "istio_agent_local_xds_reloads",
+            "Reloads of the local xDS file, by result (ok, unchanged, rejected; failed: the converter failed, not the file)",
+            ["result"],
+          ),
           pushes: counter(reg, "istio_agent_local_xds_pushes", "xDS responses sent by the local xDS server, by type", ["type"]),
           nacks: counter(reg, "istio_agent_local_xds_nacks", "xDS responses rejected by clients of the local xDS server, by type", ["type"]),
         }
       : undefined;
   }
 
-  /** Bind and return; the schemas and the file load right after (see loaded()). */
+  /** Bind and return; the file loads right after (see loaded()). */
   async start(signal: AbortSignal): Promise<void> {
     const socketPath = unixSocketPath(this.opts.listen, this.cwd);
     const hp = socketPath ? undefined : hostPort(this.opts.listen);
@@ -171,15 +181,14 @@ export class LocalXdsServer implements Component {
       });
   }
 
-  /** Parse the schemas, load the file, watch it. A bad file is logged and blocks readiness. */
+  /** Load the file, watch it. A bad file is logged and blocks readiness. */
   private async initialise(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    const root = localSchema();
-    this.codec = adsCodec(root);
     const source = new XdsFileSource({
       path: resolve(this.cwd, this.opts.path),
       displayPath: this.opts.path,
-      protoJson: new ProtoJson(root),
+      convert: this.opts.convert ?? inProcessConverter(),
+      signal,
       log: this.log,
       debounceMs: this.opts.debounceMs,
       pollMs: this.opts.pollMs,
@@ -252,7 +261,7 @@ export class LocalXdsServer implements Component {
     let node = "";
     const sendAll = (responses: ReturnType<SotwStream["onSnapshot"]>, send: (frame: Buffer) => boolean) => {
       for (const r of responses) {
-        send(this.codec!.encodeResponse(r));
+        send(this.codec.encodeResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
         this.log.debug(
           `local xDS: sent ${shortType(r.typeUrl)} version ${r.versionInfo} nonce ${r.nonce} (${r.resources.length} resources) to ${node || `stream ${id}`}`,
@@ -263,7 +272,7 @@ export class LocalXdsServer implements Component {
     this.attach(stream, path, id, "SotW", {
       snapshot: (s, send) => sendAll(machine.onSnapshot(s), send),
       request: (b, send) => {
-        const req = this.codec!.decodeRequest(b);
+        const req = this.codec.decodeRequest(b);
         node ||= req.nodeId;
         if (!this.served(req.typeUrl, id, ignored)) return;
         const step = machine.onRequest(req, this.snapshot());
@@ -280,7 +289,7 @@ export class LocalXdsServer implements Component {
     let node = "";
     const sendAll = (responses: ReturnType<DeltaStream["onSnapshot"]>, send: (frame: Buffer) => boolean) => {
       for (const r of responses) {
-        send(this.codec!.encodeDeltaResponse(r));
+        send(this.codec.encodeDeltaResponse(r));
         this.metrics?.pushes.inc({ type: shortType(r.typeUrl) });
         this.log.debug(
           `local xDS: sent delta ${shortType(r.typeUrl)} nonce ${r.nonce}: ${r.resources.length} updated, ${r.removed.length} removed to ${node || `stream ${id}`}`,
@@ -291,7 +300,7 @@ export class LocalXdsServer implements Component {
     this.attach(stream, path, id, "Delta", {
       snapshot: (s, send) => sendAll(machine.onSnapshot(s), send),
       request: (b, send) => {
-        const req = this.codec!.decodeDeltaRequest(b);
+        const req = this.codec.decodeDeltaRequest(b);
         node ||= req.nodeId;
         if (!this.served(req.typeUrl, id, ignored)) return;
         const step = machine.onRequest(req, this.snapshot());

@@ -12,7 +12,7 @@
 // - every response carries the full subscribed set of its type (SotW), and a new snapshot is
 //   pushed only to the types whose subscribed set actually changed.
 
-import { isWildcardType } from "./schema.ts";
+import { isWildcardType } from "./kinds.ts";
 import { resourcesOf, setVersion, type Resource, type Snapshot } from "./snapshot.ts";
 
 export interface SotwRequest {

@@ -3,18 +3,22 @@
 // Kubernetes' `..data` symlink swaps), or a stat poll where the directory cannot be watched — and
 // reloads after a short debounce. While inotify works nothing runs periodically: an idle agent
 // does not wake up for the file (a timer's allocations would also keep Bun's GC timer at 1 Hz). A file that fails to parse is rejected with one line naming the file and
-// the resource; the last good snapshot stays current. Reloads are serialised.
+// the resource; the last good snapshot stays current. Reloads are serialised. The conversion
+// itself (YAML/JSON to encoded resources) is the injected Converter's: in the agent, a short-lived
+// copy of itself (converter.ts), so this process holds the file's encoded resources and a hash of
+// its bytes, not the bytes, nor yaml, protobufjs or the schemas. When the converter fails (not the
+// file), the same bytes are tried again after 1 s, doubling up to 30 s, while the file is watched.
 
+import { createHash } from "node:crypto";
 import { watch as fsWatch, type FSWatcher } from "node:fs";
 import { stat as fsStat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import type { Logger } from "../lib/log.ts";
 import { LocalXdsError } from "./errors.ts";
-import type { ProtoJson } from "./protojson.ts";
-import { shortType } from "./schema.ts";
+import { LocalXdsConvertError, type Converter } from "./converter.ts";
+import { shortType } from "./kinds.ts";
 import { diffSnapshots, EMPTY_SNAPSHOT, type Snapshot, type TypeChange } from "./snapshot.ts";
-import { parseXdsFile } from "./xdsfile.ts";
-import { FILE_LIMITS, readBoundedText } from "../lib/boundedfile.ts";
+import { FILE_LIMITS, readBoundedFile } from "../lib/boundedfile.ts";
 import { errorMessage } from "../lib/errors.ts";
 import { ids } from "../lib/log.ts";
 
@@ -23,7 +27,10 @@ export interface XdsFileSourceOptions {
   path: string;
   /** The path as the user gave it, for messages. */
   displayPath: string;
-  protoJson: ProtoJson;
+  /** The file's bytes to a snapshot (converter.ts). */
+  convert: Converter;
+  /** The agent is stopping: a conversion under way is stopped. */
+  signal?: AbortSignal;
   log: Logger;
   /** Quiet time after a change event before reloading (ms). */
   debounceMs?: number;
@@ -34,19 +41,32 @@ export interface XdsFileSourceOptions {
     watch: (dir: string, onChange: (event: string, filename: string | null) => void) => FSWatcher;
     stat: (path: string) => Promise<{ ino: number; size: number; mtimeMs: number }>;
   };
-  /** Called after each reload attempt (metrics). */
-  onReload?: (result: "ok" | "unchanged" | "rejected") => void;
+  /** Called after each reload attempt (metrics); "failed": the converter failed, not the file. */
+  onReload?: (result: "ok" | "unchanged" | "rejected" | "failed") => void;
   /** Called with each newly rejected file (not again for the same bad text). */
   onRejected?: (error: LocalXdsError) => void;
 }
 
 export type ReloadResult = { ok: true; snapshot: Snapshot; changes: TypeChange[] } | { ok: false; error: LocalXdsError };
 
+/** The first and the longest wait before the same bytes are converted again after the converter failed. */
+export const CONVERT_RETRY_MS = { first: 1000, max: 30_000 } as const;
+
+/** A digest of the file's bytes: "unchanged" and "the same bad file" without keeping the bytes. */
+function digest(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
 export class XdsFileSource {
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
+  /** Digest of the bytes the current snapshot came from. */
   private lastText?: string;
-  /** The last rejected text (undefined: unreadable) and why: the same problem is not reported again. */
+  /** The last rejected bytes' digest (undefined: unreadable) and why: the same problem is not reported again. */
   private lastRejected?: { text?: string; error: LocalXdsError };
+  /** The wait before the next retry after the converter failed. */
+  private retryMs: number = CONVERT_RETRY_MS.first;
+  /** Set while the file is watched: reload after `ms`. */
+  private retryLater?: (ms: number) => void;
   private chain: Promise<unknown> = Promise.resolve();
   private listeners = new Set<(s: Snapshot, changes: TypeChange[]) => void>();
 
@@ -71,9 +91,9 @@ export class XdsFileSource {
 
   private async reloadNow(): Promise<ReloadResult> {
     const { path, displayPath, log } = this.opts;
-    let text: string;
+    let bytes: Uint8Array;
     try {
-      text = await readBoundedText(path, { maxBytes: FILE_LIMITS.localXds });
+      bytes = await readBoundedFile(path, { maxBytes: FILE_LIMITS.localXds });
     } catch (e) {
       const error = new LocalXdsError(`${displayPath}: cannot read: ${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}`, displayPath, undefined, {
         cause: e,
@@ -82,6 +102,7 @@ export class XdsFileSource {
       this.lastRejected = { error };
       return this.rejected(error);
     }
+    const text = digest(bytes);
     if (text === this.lastText) {
       this.opts.onReload?.("unchanged");
       return { ok: true, snapshot: this.snapshot, changes: [] };
@@ -89,12 +110,15 @@ export class XdsFileSource {
     if (this.lastRejected && text === this.lastRejected.text) return { ok: false, error: this.lastRejected.error };
     let snap: Snapshot;
     try {
-      snap = parseXdsFile(displayPath, text, this.opts.protoJson);
+      snap = await this.opts.convert(displayPath, bytes, this.opts.signal);
     } catch (e) {
+      if (e instanceof LocalXdsConvertError) return this.convertFailed(e);
       if (!(e instanceof LocalXdsError)) throw e;
+      this.retryMs = CONVERT_RETRY_MS.first;
       this.lastRejected = { text, error: e };
       return this.rejected(e);
     }
+    this.retryMs = CONVERT_RETRY_MS.first;
     const first = this.lastText === undefined;
     this.lastText = text;
     this.lastRejected = undefined;
@@ -113,11 +137,27 @@ export class XdsFileSource {
     return { ok: true, snapshot: snap, changes };
   }
 
+  private serving(): string {
+    return this.lastText !== undefined ? `still serving version ${this.snapshot.version}` : "nothing to serve until it is fixed";
+  }
+
   private rejected(error: LocalXdsError): ReloadResult {
     this.opts.onReload?.("rejected");
-    const serving = this.lastText !== undefined ? `still serving version ${this.snapshot.version}` : "nothing to serve until it is fixed";
-    this.opts.log.error(`local xDS: rejected ${error.message}; ${serving}`);
+    this.opts.log.error(`local xDS: rejected ${error.message}; ${this.serving()}`);
     this.opts.onRejected?.(error);
+    return { ok: false, error };
+  }
+
+  /** Not the file's fault: nothing remembered against its bytes; tried again later while watched. */
+  private convertFailed(error: LocalXdsConvertError): ReloadResult {
+    if (this.opts.signal?.aborted) return { ok: false, error }; // stopping: nothing to report or retry
+    this.opts.onReload?.("failed");
+    const ms = this.retryMs;
+    this.retryMs = Math.min(ms * 2, CONVERT_RETRY_MS.max);
+    const retry = this.retryLater ? `; trying again in ${ms / 1000} s` : "";
+    this.opts.log.error(`local xDS: cannot load ${error.message}; ${this.serving()}${retry}`);
+    this.opts.onRejected?.(error);
+    this.retryLater?.(ms);
     return { ok: false, error };
   }
 
@@ -126,11 +166,12 @@ export class XdsFileSource {
     const { path, debounceMs = 50, pollMs = 2000, log } = this.opts;
     const fs = this.opts.fs ?? { watch: (dir: string, cb: (event: string, filename: string | null) => void) => fsWatch(dir, cb), stat: fsStat };
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const schedule = () => {
+    const schedule = (ms = debounceMs) => {
       if (signal.aborted) return;
       clearTimeout(timer);
-      timer = setTimeout(() => void this.reload(), debounceMs);
+      timer = setTimeout(() => void this.reload(), ms);
     };
+    this.retryLater = schedule;
     let poll: ReturnType<typeof setInterval> | undefined;
     let lastStat = "";
     const startPolling = () => {
@@ -168,6 +209,7 @@ export class XdsFileSource {
     signal.addEventListener(
       "abort",
       () => {
+        this.retryLater = undefined;
         clearTimeout(timer);
         clearInterval(poll);
         watcher?.close();

@@ -27,7 +27,15 @@ export interface LocalSide {
 
 export function createLocalSide(
   cfg: AgentConfig,
-  deps: { log: Logger; registry: Registry; readiness: Readiness; afterStart?: Promise<unknown>; nameTables?: NameTableSink },
+  deps: {
+    log: Logger;
+    registry: Registry;
+    readiness: Readiness;
+    afterStart?: Promise<unknown>;
+    nameTables?: NameTableSink;
+    /** How to run the agent again: the file is then converted by a short-lived copy of it (converter.ts). */
+    selfCommand?: readonly string[];
+  },
 ): LocalSide | undefined {
   const server = createLocalXds(cfg, {
     log: deps.log,
@@ -35,6 +43,7 @@ export function createLocalSide(
     readiness: deps.readiness,
     listen: "127.0.0.1:0",
     ...(deps.afterStart ? { initAfter: deps.afterStart } : {}),
+    ...(deps.selfCommand ? { selfCommand: deps.selfCommand } : {}),
   });
   if (!server) return undefined;
   if (deps.nameTables) {
@@ -61,7 +70,7 @@ const HELD_BYTES_LIMIT = 256 * 1024;
 
 /**
  * Dials the local server over loopback once its file has loaded (its port is known only after
- * start). Not before: the first load (schemas, file) runs on the agent's one event loop, and under
+ * start). Not before: the first load (once the schemas and the file, now the file's conversion) ran on the agent's one event loop, and under
  * emulation or load it has taken longer than the dial's 5 s "no answer" timer, which then fired
  * the moment the loop was free, before the server's answer already waiting on the socket was read,
  * failing the stream (and see LOCAL_CONNECT_TIMEOUT_MS). Requests the relay writes meanwhile are

@@ -6,7 +6,7 @@
 import YAML from "yaml";
 import { LocalXdsError } from "./errors.ts";
 import { ProtoJson, ProtoJsonError } from "./protojson.ts";
-import { RESOURCE_KINDS, typeUrlOf } from "./schema.ts";
+import { RESOURCE_KINDS, typeUrlOf } from "./kinds.ts";
 import { makeResource, makeSnapshot, type Resource, type Snapshot } from "./snapshot.ts";
 
 const KEYS: readonly string[] = RESOURCE_KINDS.map((k) => k.key);

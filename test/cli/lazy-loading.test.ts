@@ -253,9 +253,11 @@ test("sidecar (local CA, a stand-in Envoy), after Envoy's first SDS answer: the 
   expect(under(mods, "node_modules/@opentelemetry/")).toEqual([]);
 }, 30_000);
 
-// Local mode's ADS server runs on the agent's own HTTP/2 gRPC server: an agent that has served an
-// ADS request from its file (relay -> local server over loopback TCP -> back) loaded no grpc-js.
-test("proxyless local mode (LOCAL_XDS_PATH), after an ADS answer from the file: no grpc-js", async () => {
+// Local mode's ADS server runs on the agent's own HTTP/2 gRPC server, at the protobuf wire level,
+// and the file is converted by a short-lived copy of the agent (src/local/converter.ts): an agent
+// that has served an ADS request from its file (relay -> local server over loopback TCP -> back)
+// loaded no grpc-js, and neither protobufjs, yaml nor local mode's schemas.
+test("proxyless local mode (LOCAL_XDS_PATH), after an ADS answer from the file: no grpc-js, protobufjs, yaml or schemas", async () => {
   const { envoyRoot } = await import("../local/support.ts");
   const envoy = await envoyRoot();
   const Req = envoy.lookupType("envoy.service.discovery.v3.DiscoveryRequest");
@@ -302,5 +304,10 @@ test("proxyless local mode (LOCAL_XDS_PATH), after an ADS answer from the file: 
   expect(clusters).toEqual(["outbound|50051||greeter.demo"]);
   expect(mods).toContain("src/local/server.ts");
   expect(mods).toContain("src/xds/grpcserver.ts");
+  expect(mods).toContain("src/local/converter.ts"); // the file was converted by a copy of the agent ...
   expect(under(mods, "node_modules/@grpc/grpc-js/")).toEqual([]);
+  expect(under(mods, "node_modules/protobufjs/")).toEqual([]); // ... so this process evaluated no schema library,
+  expect(under(mods, "node_modules/yaml/")).toEqual([]); // no YAML parser
+  for (const m of ["src/local/schema.ts", "src/local/protojson.ts", "src/local/xdsfile.ts", "src/local/inprocess.ts", "src/local/convertchild.ts"])
+    expect(mods).not.toContain(m); // and none of the conversion's code
 }, 30_000);

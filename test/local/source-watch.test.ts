@@ -8,8 +8,7 @@ import { mkdirSync, watch, type FSWatcher } from "node:fs";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { memoryLogger } from "../../src/lib/log.ts";
-import { ProtoJson } from "../../src/local/protojson.ts";
-import { localSchema } from "../../src/local/schema.ts";
+import { inProcessConverter } from "../../src/local/converter.ts";
 import { XdsFileSource } from "../../src/local/source.ts";
 import { fixtureYaml } from "./fixtures.ts";
 import { tempDir, writeText } from "./support.ts";
@@ -32,7 +31,7 @@ function source(name: string, watchDir: (dir: string, cb: (event: string, filena
   const src = new XdsFileSource({
     path,
     displayPath: name,
-    protoJson: new ProtoJson(localSchema()),
+    convert: inProcessConverter(),
     log: logs.log,
     debounceMs: 20,
     pollMs,
