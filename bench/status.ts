@@ -25,12 +25,15 @@ async function child(): Promise<void> {
   const { StatusServer } = await import("../src/status/server.ts");
   const { silentLogger } = await import("../src/lib/log.ts");
   const { newRegistry } = await import("../src/lib/metrics.ts");
+  const { addProcessMetrics } = await import("../src/lib/runtime-metrics.ts");
+  const registry = newRegistry();
+  await addProcessMetrics(registry);
   const envoyPort = Number(process.env.STATUS_BENCH_ENVOY_PORT);
   const s = new StatusServer({
     port: 0,
     hostname: "127.0.0.1",
     log: silentLogger(),
-    registry: newRegistry({ processMetrics: true }),
+    registry,
     envoy: { adminHost: "127.0.0.1", adminPort: envoyPort, prometheusHost: "127.0.0.1", prometheusPort: envoyPort, mergeStats: true },
     probeDestination: "127.0.0.1",
   });

@@ -20,7 +20,7 @@ import type { AgentConfig } from "./config/agentconfig.ts";
 import { building, ComponentError, named, watchFailures, type Component, type FailureDecision } from "./lib/component.ts";
 import type { LogSink, Logger } from "./lib/log.ts";
 import type { LifecycleControl } from "./lib/interfaces.ts";
-import { addProcessMetrics, newRegistry, type Registry } from "./lib/metrics.ts";
+import { newRegistry, type Registry } from "./lib/metrics.ts";
 import { Readiness } from "./lib/readiness.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { DrainTrigger } from "./lib/drain.ts";
@@ -161,7 +161,8 @@ export class Agent {
     this.afterStart = new Promise((r) => (this.endStartPath = r));
     void this.afterStart
       .then(() => new Promise<void>((r) => setImmediate(r)))
-      .then(() => addProcessMetrics(this.registry))
+      .then(() => import("./lib/runtime-metrics.ts"))
+      .then(({ addProcessMetrics }) => addProcessMetrics(this.registry))
       .catch((e: Error) => this.log.warn(`process metrics unavailable: ${e.message}`));
   }
 

@@ -5,7 +5,7 @@
 //
 // prom-client's classes come from its own modules rather than its index, which also loads the push
 // gateway client (node:http/https), cluster aggregation and summaries: a few ms of the agent's
-// start. The process collectors load when added (after the agent's start path).
+// start. The process collectors (runtime-metrics.ts) are imported by the agent after its start path.
 
 import type * as Prom from "prom-client";
 import CounterImpl from "prom-client/lib/counter";
@@ -24,17 +24,9 @@ export type Registry = Prom.Registry;
 
 export const METRIC_PREFIX = "istio_agent_";
 
-/** A registry; with `processMetrics`, the process collectors are added as soon as they load. */
-export function newRegistry(opts: { processMetrics?: boolean } = {}): Registry {
-  const r = new Registry();
-  if (opts.processMetrics) void addProcessMetrics(r);
-  return r;
-}
-
-/** The process collectors (`istio_agent_process_*`) and Bun's runtime gauges (`istio_agent_bun_*`). */
-export async function addProcessMetrics(reg: Registry): Promise<void> {
-  const { addRuntimeMetrics } = await import("./runtime-metrics.ts");
-  await addRuntimeMetrics(reg, typeof Bun !== "undefined" ? Bun.version : "unknown");
+/** A registry. The process collectors are runtime-metrics.ts's, loaded by whoever wants them after the start path. */
+export function newRegistry(): Registry {
+  return new Registry();
 }
 
 /** Get-or-create, so two components sharing a metric name share the series. */

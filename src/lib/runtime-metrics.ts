@@ -13,6 +13,11 @@ import { addProcessCpu } from "./processcpu.ts";
 
 export const BUN_PREFIX = `${METRIC_PREFIX}bun_`;
 
+/** The process collectors (`istio_agent_process_*`) and Bun's runtime gauges (`istio_agent_bun_*`) of this runtime. */
+export function addProcessMetrics(reg: Registry): Promise<void> {
+  return addRuntimeMetrics(reg, typeof Bun !== "undefined" ? Bun.version : "unknown");
+}
+
 /** Add the process collectors and the Bun runtime gauges to `reg`. */
 export async function addRuntimeMetrics(reg: Registry, runtimeVersion: string): Promise<void> {
   const cfg = { prefix: METRIC_PREFIX };
