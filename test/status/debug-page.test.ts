@@ -66,7 +66,7 @@ describeRequiring({ tools: ["chromium"], apt: ["chromium"] }, "/debug/ page in C
         if (msg.type() === "error") problems.push(`console error: ${msg.text()}`);
       });
       await page.goto(`${origin}/debug/`);
-      await page.locator("#who", { hasText: "~" }).waitFor({ timeout: 10_000 });
+      await page.locator("#who", { hasText: "~" }).waitFor({ timeout: 30_000 });
 
       expect(await page.textContent("#who")).toBe("sidecar~127.0.0.1~greeter-client-0.demo~demo.svc.cluster.local");
       expect(await page.textContent("#ready")).toBe("ready");
@@ -93,9 +93,9 @@ describeRequiring({ tools: ["chromium"], apt: ["chromium"] }, "/debug/ page in C
 
       // The page refreshes itself: a level set now shows up without a reload.
       expect((await fetch(`${origin}/logging?level=sds:debug`, { method: "POST" })).status).toBe(200);
-      await page.locator("#levels", { hasText: "sds:debug" }).waitFor({ timeout: 10_000 });
+      await page.locator("#levels", { hasText: "sds:debug" }).waitFor({ timeout: 30_000 });
       expect((await fetch(`${origin}/logging?level=sds:info`, { method: "POST" })).status).toBe(200);
-      await page.locator("#levels", { hasText: "sds:info" }).waitFor({ timeout: 10_000 });
+      await page.locator("#levels", { hasText: "sds:info" }).waitFor({ timeout: 30_000 });
 
       const html = await page.content();
       for (const secret of [TOKEN_SECRET, PULL_SECRET, "PRIVATE KEY"]) expect(html).not.toContain(secret);
@@ -112,5 +112,7 @@ describeRequiring({ tools: ["chromium"], apt: ["chromium"] }, "/debug/ page in C
     } finally {
       await ctx.close();
     }
-  }, 60_000);
+    // What this asserts is the page, not its speed: Chromium's launch and a full-page screenshot
+    // took 52 s of the old 60 s budget at load 10, and passed it once beside other suites.
+  }, 180_000);
 });
