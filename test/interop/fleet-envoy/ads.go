@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -42,6 +43,20 @@ type adsWire interface {
 	ack(t *xdsType, r *adsResponse) error
 	// replaces says whether a response of the type replaces every resource held (SotW's CDS and LDS).
 	replaces(url string) bool
+}
+
+// firstNode hands out the Node once: Envoy sends it in a stream's first request only.
+type firstNode struct {
+	node *core.Node
+	sent bool
+}
+
+func (f *firstNode) take() *core.Node {
+	if f.sent {
+		return nil
+	}
+	f.sent = true
+	return f.node
 }
 
 var (
@@ -84,13 +99,13 @@ func (p *pod) adsStream(conn *grpc.ClientConn, types map[string]*xdsType, delta 
 		if err != nil {
 			return false
 		}
-		w = &deltaWire{s: s, node: p.node}
+		w = &deltaWire{s: s, node: firstNode{node: p.node}}
 	} else {
 		s, err := client.StreamAggregatedResources(ctx)
 		if err != nil {
 			return false
 		}
-		w = &sotwWire{s: s, node: p.node}
+		w = &sotwWire{s: s, node: firstNode{node: p.node}}
 	}
 	p.rec.stream("ads")
 	for _, u := range adsOrder {

@@ -3,7 +3,6 @@ package main
 import (
 	"sort"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -13,15 +12,12 @@ import (
 // subscription sent as names subscribed and unsubscribed, the versions held sent on a fresh
 // stream; the Node goes in the first request only.
 type deltaWire struct {
-	s        discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	node     *core.Node
-	nodeSent bool
+	s    discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	node firstNode
 }
 
 func (w *deltaWire) send(req *discovery.DeltaDiscoveryRequest) error {
-	if !w.nodeSent {
-		req.Node, w.nodeSent = w.node, true
-	}
+	req.Node = w.node.take()
 	return w.s.Send(req)
 }
 

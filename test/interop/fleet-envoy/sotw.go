@@ -1,7 +1,6 @@
 package main
 
 import (
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 )
@@ -9,9 +8,8 @@ import (
 // sotwWire is a SotW ADS stream: every request names all the type's resources with the version
 // last accepted and the nonce last received; the Node goes in the first request only.
 type sotwWire struct {
-	s        discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	node     *core.Node
-	nodeSent bool
+	s    discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	node firstNode
 }
 
 func (w *sotwWire) send(t *xdsType, errDetail string) error {
@@ -19,9 +17,7 @@ func (w *sotwWire) send(t *xdsType, errDetail string) error {
 	if errDetail != "" {
 		req.ErrorDetail = &status.Status{Code: 3, Message: errDetail}
 	}
-	if !w.nodeSent {
-		req.Node, w.nodeSent = w.node, true
-	}
+	req.Node = w.node.take()
 	return w.s.Send(req)
 }
 
