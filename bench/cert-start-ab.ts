@@ -6,13 +6,10 @@
 //   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/cert-start-ab.ts
 // Not part of `bun run bench` (a comparison of builds, like idle-ca.ts).
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { freePort } from "../test/support/fake-envoy.ts";
-import { FakeCa } from "../test/support/fake-ca.ts";
-import { agents, idlePod, loadavg } from "./idle-ab-support.ts";
-import { firstLine, fmt, summary } from "./support.ts";
+import { agents, loadavg, withIstiodCa } from "./idle-ab-support.ts";
+import { fmt, summary } from "./support.ts";
 
 const RUNS = Number(process.env.CERT_START_RUNS ?? 15);
 const STARTED = /Agent started/;
@@ -43,30 +40,14 @@ async function timeToMarkers(cmd: string[], env: Record<string, string>, cwd: st
 }
 
 export async function run(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agent-cert-start-"));
-  const ca = await FakeCa.start();
-  const istiod = Bun.spawn([process.execPath, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
-  try {
-    writeFileSync(join(dir, "ca-root.pem"), ca.tls!.rootPem);
-    const istiodPort = Number((await firstLine(istiod.stdout as ReadableStream<Uint8Array>)).trim());
+  return withIstiodCa("agent-cert-start-", async ({ dir, ca, pod }) => {
     const builds = agents();
     const samples = builds.map(() => ({ started: [] as number[], warmed: [] as number[] }));
     const loadBefore = loadavg();
     for (let i = 0; i < RUNS; i++) {
       for (const [b, [label, bin]] of builds.entries()) {
         const cwd = join(dir, `${label}-${i}`);
-        const env: Record<string, string> = {
-          ...idlePod(cwd),
-          PROXY_CONFIG: JSON.stringify({
-            terminationDrainDuration: "1s",
-            statusPort: await freePort(),
-            proxyAdminPort: await freePort(),
-            discoveryAddress: `127.0.0.1:${istiodPort}`,
-            controlPlaneAuthPolicy: "NONE",
-          }),
-          CA_ADDR: ca.address,
-          CA_ROOT_CA: join(dir, "ca-root.pem"),
-        };
+        const env = await pod(cwd);
         const [started, warmed] = await timeToMarkers([bin, "proxy", "sidecar"], env, cwd, [STARTED, WARMED]);
         samples[b]!.started.push(started!);
         samples[b]!.warmed.push(warmed!);
@@ -88,12 +69,7 @@ export async function run(): Promise<string> {
       }),
       "",
     ].join("\n");
-  } finally {
-    istiod.kill("SIGKILL");
-    await istiod.exited;
-    await ca.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 if (import.meta.main) console.log(await run());

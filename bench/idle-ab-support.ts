@@ -1,11 +1,17 @@
-// What the side-by-side idle-memory benches (idle-ca.ts, idle-local.ts) share: the builds to
-// compare (IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent"), a proxyless pod's directory and
-// environment, and the steady-state memory readings (the median of WINDOWS readings WINDOW_MS
-// apart, from STEADY_MS after the first start). Not a bench itself (bench/run.ts skips names with "-").
+// What the side-by-side benches of builds (idle-ca.ts, idle-local.ts, idle-status.ts,
+// cert-start-ab.ts) share: the builds to compare (IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent"),
+// a proxyless pod's directory and environment, the synthetic istiod and fake CA a pod with istiod's
+// certificates runs against, and the steady-state memory readings (the median of WINDOWS readings
+// WINDOW_MS apart, from STEADY_MS after the first start). Not a bench itself (bench/run.ts skips
+// names with "-").
 
-import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { FakeCa } from "../test/support/fake-ca.ts";
+import { freePort } from "../test/support/fake-envoy.ts";
 import { memKiB } from "./procstat.ts";
+import { firstLine, type Proc } from "./support.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 export const STEADY_MS = Number(process.env.IDLE_STEADY_MS ?? 45_000);
@@ -36,6 +42,51 @@ export function idlePod(cwd: string): Record<string, string> {
     CLOUD_PLATFORM: "none",
     DISABLE_ENVOY: "true",
   };
+}
+
+/** A run against istiod: bench/idle.ts's synthetic istiod (a child) and a grpc-js fake CA over TLS in this process. */
+export interface IstiodCa {
+  /** A scratch directory, removed after the run. */
+  dir: string;
+  ca: FakeCa;
+  istiodPort: number;
+  /** Processes killed (SIGKILL) after the run; the istiod is one. */
+  procs: Proc[];
+  /** A proxyless pod at `cwd` (idlePod) with istiod as its discovery server and CA; `proxyConfig` is merged into its ProxyConfig. */
+  pod(cwd: string, proxyConfig?: Record<string, unknown>): Promise<Record<string, string>>;
+}
+
+/** Runs `fn` with a synthetic istiod and a fake CA, in a scratch directory named `prefix`…; everything is stopped and removed after. */
+export async function withIstiodCa<T>(prefix: string, fn: (b: IstiodCa) => Promise<T>): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const procs: Proc[] = [];
+  const ca = await FakeCa.start();
+  try {
+    const root = join(dir, "ca-root.pem");
+    writeFileSync(root, ca.tls!.rootPem);
+    const istiod = Bun.spawn([process.execPath, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
+    procs.push(istiod);
+    const istiodPort = Number((await firstLine(istiod.stdout as ReadableStream<Uint8Array>)).trim());
+    const pod = async (cwd: string, proxyConfig: Record<string, unknown> = {}) => ({
+      ...idlePod(cwd),
+      PROXY_CONFIG: JSON.stringify({
+        terminationDrainDuration: "1s",
+        statusPort: await freePort(),
+        proxyAdminPort: await freePort(),
+        discoveryAddress: `127.0.0.1:${istiodPort}`,
+        controlPlaneAuthPolicy: "NONE",
+        ...proxyConfig,
+      }),
+      CA_ADDR: ca.address,
+      CA_ROOT_CA: root,
+    });
+    return await fn({ dir, ca, istiodPort, procs, pod });
+  } finally {
+    for (const p of procs) p.kill("SIGKILL");
+    await Promise.all(procs.map((p) => p.exited));
+    await ca.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** USS: the pages only this process holds (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup), in KiB. */

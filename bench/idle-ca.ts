@@ -6,39 +6,23 @@
 //   IDLE_AGENTS="before=/tmp/agent-old,after=dist/agent" bun bench/idle-ca.ts
 // Not part of `bun run bench` (a comparison of builds, like xds-ab.ts).
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../test/support/fake-envoy.ts";
-import { FakeCa } from "../test/support/fake-ca.ts";
-import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS } from "./idle-ab-support.ts";
-import { firstLine, fmt, spawnUntil, type Proc } from "./support.ts";
+import { agents, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS, withIstiodCa } from "./idle-ab-support.ts";
+import { fmt, spawnUntil } from "./support.ts";
 
 export async function run(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agent-idle-ca-"));
-  const procs: Proc[] = [];
-  const ca = await FakeCa.start();
-  try {
-    writeFileSync(join(dir, "ca-root.pem"), ca.tls!.rootPem);
-    const istiod = Bun.spawn([process.execPath, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
-    procs.push(istiod);
-    const istiodPort = Number((await firstLine(istiod.stdout as ReadableStream<Uint8Array>)).trim());
+  return withIstiodCa("agent-idle-ca-", async ({ dir, ca, procs, pod }) => {
     const runs: { label: string; mode: string; pid: number }[] = [];
     const t0 = performance.now();
     for (const [label, bin] of agents()) {
       for (const mode of ["local CA", "istiod's CA"]) {
         const cwd = join(dir, `${label}-${mode === "local CA" ? "local" : "istiod"}`);
-        const env: Record<string, string> = {
-          ...idlePod(cwd),
-          PROXY_CONFIG: JSON.stringify({
-            terminationDrainDuration: "1s",
-            statusPort: await freePort(),
-            proxyAdminPort: await freePort(),
-            discoveryAddress: `127.0.0.1:${istiodPort}`,
-            controlPlaneAuthPolicy: "NONE",
-          }),
-          ...(mode === "local CA" ? { CA_PROVIDER: "local" } : { CA_ADDR: ca.address, CA_ROOT_CA: join(dir, "ca-root.pem") }),
-        };
+        const env = await pod(cwd);
+        if (mode === "local CA") {
+          delete env.CA_ADDR;
+          delete env.CA_ROOT_CA;
+          env.CA_PROVIDER = "local";
+        }
         const p = await spawnUntil([bin, "proxy", "sidecar"], env, cwd, /certificates warmed/, 60_000);
         procs.push(p);
         runs.push({ label, mode, pid: p.pid });
@@ -60,12 +44,7 @@ export async function run(): Promise<string> {
       ...runs.map((r, i) => `| ${r.label} | ${r.mode} | ${fmt(mib[i]!.rss)} | ${fmt(mib[i]!.anon)} | ${fmt(mib[i]!.file)} | ${fmt(mib[i]!.uss)} |`),
       "",
     ].join("\n");
-  } finally {
-    for (const p of procs) p.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    await ca.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 if (import.meta.main) console.log(await run());

@@ -8,15 +8,12 @@
 //   IDLE_AGENTS="main=/tmp/agent-main,native=dist/agent" IDLE_COUNT=10 bun bench/idle-status.ts
 // Not part of `bun run bench` (a comparison of builds, like idle-ca.ts).
 
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort } from "../test/support/fake-envoy.ts";
-import { FakeCa } from "../test/support/fake-ca.ts";
-import { agents, idlePod, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS } from "./idle-ab-support.ts";
+import { agents, loadavg, steadyMemory, STEADY_MS, WINDOW_MS, WINDOWS, withIstiodCa } from "./idle-ab-support.ts";
 import { startPilotAgent } from "./idle.ts";
 import { switchCounter } from "./procstat.ts";
-import { firstLine, fmt, spawnUntil, type Proc } from "./support.ts";
+import { fmt, spawnUntil } from "./support.ts";
 
 const COUNT = Number(process.env.IDLE_COUNT ?? 10);
 const SHAPES = ["proxyless", "sidecar"] as const;
@@ -24,35 +21,16 @@ const SHAPES = ["proxyless", "sidecar"] as const;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function run(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agent-idle-status-"));
-  const procs: Proc[] = [];
-  const ca = await FakeCa.start();
-  try {
-    writeFileSync(join(dir, "ca-root.pem"), ca.tls!.rootPem);
+  return withIstiodCa("agent-idle-status-", async ({ dir, ca, istiodPort, procs, pod }) => {
     const sleeper = join(dir, "envoy-sleep");
     writeFileSync(sleeper, "#!/bin/sh\nexec sleep 900\n", { mode: 0o755 });
-    const istiod = Bun.spawn([process.execPath, join(import.meta.dir, "xds-istiod-main.ts")], { stdout: "pipe", stderr: "inherit" });
-    procs.push(istiod);
-    const istiodPort = Number((await firstLine(istiod.stdout as ReadableStream<Uint8Array>)).trim());
     const groups: { label: string; shape: string; pids: number[] }[] = [];
     const t0 = performance.now();
     for (let i = 0; i < COUNT; i++) {
       for (const [label, bin] of agents()) {
         for (const shape of SHAPES) {
           const cwd = join(dir, `${label}-${shape}-${i}`);
-          const env: Record<string, string> = {
-            ...idlePod(cwd),
-            PROXY_CONFIG: JSON.stringify({
-              terminationDrainDuration: "1s",
-              statusPort: await freePort(),
-              proxyAdminPort: await freePort(),
-              discoveryAddress: `127.0.0.1:${istiodPort}`,
-              controlPlaneAuthPolicy: "NONE",
-              ...(shape === "sidecar" ? { binaryPath: sleeper } : {}),
-            }),
-            CA_ADDR: ca.address,
-            CA_ROOT_CA: join(dir, "ca-root.pem"),
-          };
+          const env = await pod(cwd, shape === "sidecar" ? { binaryPath: sleeper } : {});
           if (shape === "sidecar") delete env.DISABLE_ENVOY;
           const p = await spawnUntil([bin, "proxy", "sidecar"], env, cwd, /certificates warmed/, 120_000);
           procs.push(p);
@@ -102,12 +80,7 @@ export async function run(): Promise<string> {
       ...rows,
       "",
     ].join("\n");
-  } finally {
-    for (const p of procs) p.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    await ca.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 if (import.meta.main) console.log(await run());

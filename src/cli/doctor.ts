@@ -9,6 +9,7 @@ import { parseFlags, FlagError, type FlagSpec } from "../lib/flags.ts";
 import { CliError, type CliIO } from "./io.ts";
 import { PROXY_FLAGS } from "./proxyflags.ts";
 import { loadConfigUnder, realHost } from "./loadconfig.ts";
+import { upInterfaceTable } from "../config/hostaddrs.ts";
 import type { ProxyFlags } from "../config/agentconfig.ts";
 import { buildInfo } from "../version.ts";
 import { FILE_LIMITS, readBoundedFileSync } from "../lib/boundedfile.ts";
@@ -91,7 +92,7 @@ export async function runDoctorCommand(argv: string[], io: CliIO): Promise<numbe
 
 /** `hostname --all-ip-addresses | cut -d ' ' -f 1`: the first non-loopback address. */
 function firstAddress(): string {
-  for (const list of Object.values(realHost.interfaces())) {
+  for (const list of Object.values(upInterfaceTable(realHost.addresses()))) {
     for (const a of list ?? []) if (!a.internal) return a.address;
   }
   return "";

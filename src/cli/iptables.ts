@@ -112,7 +112,7 @@ export async function runIptables(argv: string[], env: EnvMap, io: IptablesIo): 
   const log = sink.logger();
   let cfg: CaptureConfig;
   try {
-    cfg = fillFromEnvironment(parsed.cfg, parsed.envOnly, io.host ?? systemHost());
+    cfg = fillFromEnvironment(parsed.cfg, parsed.envOnly, io.host ?? systemHost({ warn: (m) => log.warn(m) }));
     validateCaptureConfig(cfg);
   } catch (e) {
     log.error(errorMessage(e));

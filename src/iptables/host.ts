@@ -1,7 +1,7 @@
-// The real CaptureHost: interface addresses (os.networkInterfaces), resolv.conf nameservers and
-// /etc/passwd lookups. Parsing is pure and exported for tests.
+// The real CaptureHost: interface addresses (getifaddrs, as Go's net.InterfaceAddrs), resolv.conf
+// nameservers and /etc/passwd lookups. Parsing is pure and exported for tests.
 
-import { networkInterfaces } from "node:os";
+import { allAddresses, readHostAddresses } from "../config/hostaddrs.ts";
 import { splitDnsServers, type CaptureHost } from "./config.ts";
 import { isLinkLocal, isLoopback, parseAddr } from "./net.ts";
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
@@ -48,13 +48,16 @@ export function pickLocalIP(addrs: readonly string[], dualStack: boolean): { ip:
 export interface SystemHostPaths {
   resolvConf?: string;
   passwd?: string;
+  /** Where a warning goes (getifaddrs not callable: the addresses come from os.networkInterfaces()). */
+  warn?: (message: string) => void;
 }
 
 export function systemHost(paths: SystemHostPaths = {}): CaptureHost {
   return {
     localIP(dualStack) {
-      const addrs = Object.values(networkInterfaces()).flatMap((l) => (l ?? []).map((x) => x.address.replace(/%.*$/, "")));
-      return pickLocalIP(addrs, dualStack);
+      const h = readHostAddresses();
+      if (h.warning) paths.warn?.(h.warning);
+      return pickLocalIP(allAddresses(h), dualStack);
     },
     dnsServers() {
       const path = paths.resolvConf ?? "/etc/resolv.conf";

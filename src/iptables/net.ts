@@ -2,6 +2,10 @@
 // netip parsing (strict dotted quads, RFC 4291 IPv6) and its canonical String() form, which ends
 // up verbatim in the rules (`-d 2001:db8::/32`, DNS servers from resolv.conf).
 
+import { formatAddr } from "../lib/ipformat.ts";
+
+export { formatAddr };
+
 export interface ParsedAddr {
   family: 4 | 6;
   /** 4 or 16 bytes. */
@@ -85,36 +89,6 @@ export function parseAddr(s: string): ParsedAddr | undefined {
   }
   const b = parseV4(s);
   return b ? { family: 4, bytes: b } : undefined;
-}
-
-/** Go's netip.Addr.String(): dotted quad, or RFC 5952 with `::ffff:a.b.c.d` for IPv4-mapped. */
-export function formatAddr(a: ParsedAddr): string {
-  const b = a.bytes;
-  if (a.family === 4) return Array.from(b).join(".");
-  const groups: number[] = [];
-  for (let i = 0; i < 8; i++) groups.push((b[i * 2]! << 8) | b[i * 2 + 1]!);
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-  }
-  // Longest run of >= 2 zero groups, leftmost on ties.
-  let bestStart = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (bestStart < 0) return hex.join(":");
-  return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLen).join(":")}`;
 }
 
 /** Canonical text of an address, or undefined when it does not parse. */

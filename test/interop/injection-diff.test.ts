@@ -25,7 +25,7 @@ import { container, mountVolumes, podOf, processOf } from "./support/kubelet.ts"
 import { identityFor, proxyProcess } from "./support/injection-pod.ts";
 import { jsonDiff, showValue } from "./support/json-diff.ts";
 import { startPodNetns } from "./support/pod-netns.ts";
-import { selfSignedRoot } from "./support/pod-identity.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
 
 /** Known differences on injector-rendered pods beyond the bootstrap differential's (docs/compat.md). */
@@ -58,7 +58,7 @@ describeRequiring(
     let rootCert = "";
 
     beforeAll(async () => {
-      rootCert = await selfSignedRoot();
+      rootCert = selfSignedCert("/O=cluster.local", 2).cert;
       rendered = await renderWorkloads(INSTALLS, cases);
     }, 120_000);
 

@@ -26,7 +26,7 @@ import { renderWorkloads, type Container, type Probe } from "./support/injector.
 import { container, mountVolumes, podOf, type Pod } from "./support/kubelet.ts";
 import { identityFor, proxyProcess } from "./support/injection-pod.ts";
 import { startPodNetns, type PodNetns } from "./support/pod-netns.ts";
-import { selfSignedRoot } from "./support/pod-identity.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { corpusSeed, mapLimit, seededRng } from "./support/seeded.ts";
 
 const FAKE_APP = join(import.meta.dir, "support/fake-app.ts");
@@ -243,7 +243,7 @@ describeRequiring(
     let pods: Pod[] = [];
 
     beforeAll(async () => {
-      const rootCert = await selfSignedRoot();
+      const rootCert = selfSignedCert("/O=cluster.local", 2).cert;
       const rendered = await renderWorkloads(
         INSTALLS,
         chosen.map((i) => cases[i]!),

@@ -21,6 +21,23 @@ async function ready(pod: PodRun): Promise<void> {
 const polls = (pod: PodRun) => pod.records().filter((r) => r.event === "admin-poll" && decodeURIComponent(r.message ?? "") === ACTIVE_POLL).length;
 const signalled = (pod: PodRun) => pod.records().some((r) => r.event === "signal");
 
+/** Istio's failure: five polls after the minimum drain, each logging `stillThere`, and Envoy neither told to stop nor gone. */
+async function drainHeldOpen(pod: PodRun, envoy: number, stillThere: string): Promise<void> {
+  expect(await waitFor(() => polls(pod) >= 5, 20_000)).toBe(true);
+  expect(pod.log()).toContain(stillThere);
+  expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
+    signalled: false,
+    envoyAlive: true,
+    agentExit: null,
+  });
+}
+
+/** Ours: Envoy gets SIGTERM and the agent exits 0. */
+async function drainEnded(pod: PodRun): Promise<void> {
+  expect(await waitFor(() => signalled(pod), 20_000)).toBe(true);
+  expect(await pod.proc.exited).toBe(0);
+}
+
 describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdown (Istio's pilot-agent vs ours)", () => {
   let lite: IstiodLite;
   beforeAll(async () => {
@@ -29,6 +46,21 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
   afterAll(async () => {
     await lite?.stop();
   });
+
+  // The scenario, on either agent: `bin` started as a pod's sidecar with `env`, ready, then SIGTERM
+  // (kubelet deleting the pod); `check` gets the pod and the stand-in Envoy's pid from then on.
+  async function afterSigterm(bin: string, env: Record<string, string> | undefined, check: (pod: PodRun, envoy: number) => Promise<void>): Promise<void> {
+    if (bin === DIST_AGENT) requireBinary();
+    const pod = await startPodAgent({ bin, lite, ports: await podPorts(), env });
+    try {
+      await ready(pod);
+      const envoy = pod.envoyPid()!;
+      pod.proc.kill("SIGTERM");
+      await check(pod, envoy);
+    } finally {
+      await pod.stop();
+    }
+  }
 
   // istio#44690 (and PR #36534, never merged): with EXIT_ON_ZERO_ACTIVE_CONNECTIONS the agent
   // waits MINIMUM_DRAIN_DURATION, then polls downstream_cx_active with no upper bound:
@@ -46,13 +78,8 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
   };
 
   test("#44690 Istio: EXIT_ON_ZERO_ACTIVE_CONNECTIONS polls past the pod's grace period and never stops Envoy", async () => {
-    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: zeroConnEnv });
-    try {
-      await ready(pod);
-      const envoy = pod.envoyPid()!;
-      pod.proc.kill("SIGTERM");
-      const graceEnds = Date.now() + GRACE_S * 1000;
-      await Bun.sleep(graceEnds - Date.now());
+    await afterSigterm(PILOT_AGENT, zeroConnEnv, async (pod, envoy) => {
+      await Bun.sleep(GRACE_S * 1000);
       // Sentinel: a poll made after the grace period ended (kubelet would SIGKILL now).
       const before = polls(pod);
       expect(await waitFor(() => polls(pod) > before, 5000)).toBe(true);
@@ -63,26 +90,18 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
       });
       // The reported reason: the agent is still waiting for the connections to reach zero.
       expect(pod.log()).toContain("There are still 3 active connections");
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 
   test("#44690 ours: the poll ends before the grace period runs out and Envoy gets SIGTERM", async () => {
-    requireBinary();
-    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: zeroConnEnv });
-    try {
-      await ready(pod);
-      pod.proc.kill("SIGTERM");
+    await afterSigterm(DIST_AGENT, zeroConnEnv, async (pod) => {
       const t0 = Date.now();
       expect(await waitFor(() => signalled(pod), GRACE_S * 1000)).toBe(true);
       const code = await Promise.race([pod.proc.exited, Bun.sleep(GRACE_S * 1000 - (Date.now() - t0)).then(() => "still running")]);
       expect(code).toBe(0);
       expect(polls(pod)).toBeGreaterThan(0);
       expect(pod.log()).toContain("There are still 3 active connections");
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 
   // istio#49229 (open): Envoy's downstream_cx_active gauges are uint64; one decremented below zero
@@ -97,37 +116,15 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
   };
 
   test("#49229 Istio: gauges gone below zero become a negative total the drain waits on for ever", async () => {
-    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: underflowEnv });
-    try {
-      await ready(pod);
-      const envoy = pod.envoyPid()!;
-      pod.proc.kill("SIGTERM");
-      // Sentinel: five polls after the minimum drain, each answered with the same negative total.
-      expect(await waitFor(() => polls(pod) >= 5, 20_000)).toBe(true);
-      expect(pod.log()).toContain("There are still -2 active connections");
-      expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
-        signalled: false,
-        envoyAlive: true,
-        agentExit: null,
-      });
-    } finally {
-      await pod.stop();
-    }
+    await afterSigterm(PILOT_AGENT, underflowEnv, (pod, envoy) => drainHeldOpen(pod, envoy, "There are still -2 active connections"));
   }, 60_000);
 
   test("#49229 ours: such gauges count as 0 with a warning and the drain ends", async () => {
-    requireBinary();
-    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: underflowEnv });
-    try {
-      await ready(pod);
-      pod.proc.kill("SIGTERM");
-      expect(await waitFor(() => signalled(pod), 20_000)).toBe(true);
-      expect(await pod.proc.exited).toBe(0);
+    await afterSigterm(DIST_AGENT, underflowEnv, async (pod) => {
+      await drainEnded(pod);
       expect(pod.log()).toContain("a gauge gone below zero in Envoy: counted as 0");
       expect(pod.log()).not.toContain("There are still");
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 
   // No issue filed (found reading pkg/envoy/agent.go): the listeners whose connections must not
@@ -142,35 +139,14 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
   };
 
   test("IPv6 Istio: the Prometheus and health listeners' connections hold the drain open", async () => {
-    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts(), env: ipv6Env });
-    try {
-      await ready(pod);
-      const envoy = pod.envoyPid()!;
-      pod.proc.kill("SIGTERM");
-      expect(await waitFor(() => polls(pod) >= 5, 20_000)).toBe(true);
-      expect(pod.log()).toContain("There are still 2 active connections");
-      expect({ signalled: signalled(pod), envoyAlive: alive(envoy), agentExit: pod.proc.exitCode }).toEqual({
-        signalled: false,
-        envoyAlive: true,
-        agentExit: null,
-      });
-    } finally {
-      await pod.stop();
-    }
+    await afterSigterm(PILOT_AGENT, ipv6Env, (pod, envoy) => drainHeldOpen(pod, envoy, "There are still 2 active connections"));
   }, 60_000);
 
   test("IPv6 ours: those listeners are not counted and the drain ends", async () => {
-    requireBinary();
-    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts(), env: ipv6Env });
-    try {
-      await ready(pod);
-      pod.proc.kill("SIGTERM");
-      expect(await waitFor(() => signalled(pod), 20_000)).toBe(true);
-      expect(await pod.proc.exited).toBe(0);
+    await afterSigterm(DIST_AGENT, ipv6Env, async (pod) => {
+      await drainEnded(pod);
       expect(pod.log()).not.toContain("There are still");
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 
   // istio#34855 (closed unfixed) asks that Envoy not be "terminated abruptly without sending final
@@ -178,27 +154,17 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
   // Envoy cannot flush access logs or stats sinks. Ours sends SIGTERM and SIGKILLs only after
   // a 5 s grace. The stand-in records SIGTERM; SIGKILL leaves no record.
   test("#34855 Istio: at the end of terminationDrainDuration Envoy is SIGKILLed, never told to stop", async () => {
-    const pod = await startPodAgent({ bin: PILOT_AGENT, lite, ports: await podPorts() });
-    try {
-      await ready(pod);
-      const envoy = pod.envoyPid()!;
-      pod.proc.kill("SIGTERM");
+    await afterSigterm(PILOT_AGENT, undefined, async (pod, envoy) => {
       // Sentinel: the agent has ended, and Envoy with it.
       expect(await Promise.race([pod.proc.exited, Bun.sleep(20_000).then(() => "still running")])).toBe(0);
       expect(await waitFor(() => !alive(envoy), 5000)).toBe(true);
       expect(pod.log()).toContain("Graceful termination period complete");
       expect(signalled(pod)).toBe(false);
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 
   test("#34855 ours: Envoy gets SIGTERM at the end of the drain", async () => {
-    requireBinary();
-    const pod = await startPodAgent({ bin: DIST_AGENT, lite, ports: await podPorts() });
-    try {
-      await ready(pod);
-      pod.proc.kill("SIGTERM");
+    await afterSigterm(DIST_AGENT, undefined, async (pod) => {
       expect(await Promise.race([pod.proc.exited, Bun.sleep(20_000).then(() => "still running")])).toBe(0);
       expect(
         pod
@@ -206,8 +172,6 @@ describeRequiring({ check: interopUnmet }, "Istio agent issues: drain and shutdo
           .filter((r) => r.event === "signal")
           .map((r) => r.message),
       ).toEqual(["SIGTERM"]);
-    } finally {
-      await pod.stop();
-    }
+    });
   }, 60_000);
 });

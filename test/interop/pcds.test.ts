@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describeRequiring } from "../support/requires.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { discoveryTypes } from "../support/fake-istiod.ts";
 import { decodeDiscoveryResponse, decodeResource } from "../e2e/envoy-resources.ts";
 import { fetchSecret } from "../e2e/mesh.ts";
@@ -18,36 +19,6 @@ import { LITE_NAMESPACE, LITE_SERVICE_ACCOUNT, LITE_TOKEN, startIstiodLite, type
 import { readStandinRecords, writeStandinLauncher } from "./support/envoy-standin.ts";
 
 const SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
-
-/** A self-signed CA certificate made by openssl (independent of the agent and of Istio). */
-function opensslCa(dir: string, name: string): string {
-  const cert = join(dir, `${name}.pem`);
-  const p = Bun.spawnSync(
-    [
-      "openssl",
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:P-256",
-      "-nodes",
-      "-subj",
-      `/O=${name}`,
-      "-days",
-      "2",
-      "-addext",
-      "basicConstraints=critical,CA:TRUE",
-      "-keyout",
-      join(dir, `${name}.key`),
-      "-out",
-      cert,
-    ],
-    { stderr: "pipe" },
-  );
-  if (p.exitCode !== 0) throw new Error(`openssl req: ${p.stderr.toString()}`);
-  return readFileSync(cert, "utf8");
-}
 
 /** The certificates of a PEM bundle, whitespace-normalised and sorted (a set). */
 const certSet = (pem: string): string[] =>
@@ -62,8 +33,8 @@ describeRequiring({ check: interopUnmet, tools: ["openssl"], apt: ["openssl"] },
   let anchorB = "";
 
   beforeAll(async () => {
-    anchorA = opensslCa(work, "anchor-a");
-    anchorB = opensslCa(work, "anchor-b");
+    anchorA = selfSignedCert("/O=anchor-a", 2, ["basicConstraints=critical,CA:TRUE"]).cert;
+    anchorB = selfSignedCert("/O=anchor-b", 2, ["basicConstraints=critical,CA:TRUE"]).cert;
     lite = await startIstiodLite("", { meshCaCertificates: anchorA });
     pod = await startPod({
       env: {

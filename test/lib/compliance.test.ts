@@ -4,7 +4,7 @@
 // on the server side (node:tls), with a certificate made by openssl.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer, type Server, type TLSSocket } from "node:tls";
@@ -13,6 +13,7 @@ import { IstiodUpstream } from "../../src/xds/upstream.ts";
 import type { UpstreamDialConfig } from "../../src/xds/upstream-config.ts";
 import { IstioCaClient } from "../../src/ca/client.ts";
 import { testRequiring } from "../support/requires.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 
 describe("complianceTls (Istio's EnforceGoCompliance)", () => {
   test("each policy's versions, suites and curves", () => {
@@ -45,34 +46,12 @@ describe("COMPLIANCE_POLICY applies to the agent's own TLS", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "compliance-"));
-    const r = Bun.spawnSync(
-      [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=istiod.istio-system.svc",
-        "-addext",
-        "subjectAltName=DNS:istiod.istio-system.svc",
-        "-keyout",
-        join(dir, "key.pem"),
-        "-out",
-        join(dir, "cert.pem"),
-      ],
-      { stderr: "pipe" },
-    );
-    if (r.exitCode !== 0) throw new Error(`openssl: ${r.stderr.toString()}`);
+    const pair = selfSignedCert("/CN=istiod.istio-system.svc", 1, ["subjectAltName=DNS:istiod.istio-system.svc"]);
+    writeFileSync(join(dir, "cert.pem"), pair.cert);
     server = createServer(
       {
-        key: readFileSync(join(dir, "key.pem")),
-        cert: readFileSync(join(dir, "cert.pem")),
+        key: pair.key,
+        cert: pair.cert,
         minVersion: "TLSv1.2",
         maxVersion: "TLSv1.3",
         ALPNProtocols: ["h2"],

@@ -145,6 +145,16 @@ function suite(target: Target): void {
         const workerLine = /status port: served from a Worker thread: (.*)/.exec(agent.output())?.[1];
         if (target.name === "agent-linux-x64-musl" || compilerFor("arm64")) expect({ workerLine }).toEqual({ workerLine: undefined });
         else expect(workerLine).toBe("this build carries no native status responder for linux-arm64 (statusresponder-arm64.so)");
+        // The node IPs come from getifaddrs through bun:ffi (this libc: glibc under qemu, musl), not
+        // the os.networkInterfaces() fallback: INSTANCE_IP, then every global address of an up
+        // interface in the order `ip` (iproute2, host side) lists them.
+        const global = Bun.spawnSync(["ip", "-o", "addr", "show", "up", "scope", "global"])
+          .stdout.toString()
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => l.split(/\s+/)[3]!.replace(/\/\d+$/, ""));
+        const ips = /Proxy role\s+ips=(\S+)/.exec(agent.output())?.[1]?.split(",");
+        expect({ ips, fallback: agent.output().includes("os.networkInterfaces()") }).toEqual({ ips: ["127.0.0.1", ...global], fallback: false });
         agent.proc.kill("SIGTERM");
         const exited = await Promise.race([agent.proc.exited, Bun.sleep(RUN_MS).then(() => "timeout")]);
         expect({ exited, output: exited === 0 ? "" : agent.output() }).toEqual({ exited: 0, output: "" });

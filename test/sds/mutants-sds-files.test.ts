@@ -4,7 +4,7 @@
 // the content differs; kept when the new files are bad or half-swapped) and the directory watch
 // with its debounce. Certificates and their expiry come from openssl; time is a manual clock.
 
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +18,7 @@ import { FileSecrets } from "../../src/sds/filesecrets.ts";
 import { SecretMetrics } from "../../src/sds/metrics.ts";
 import { CertFileWatcher, linkDirectories } from "../../src/sds/watcher.ts";
 import { kubeVolume } from "../support/kube-volume.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { OPENSSL } from "../ca/openssl.ts";
 import { describeRequiring } from "../support/requires.ts";
 import { FakeClock, until } from "./fake-clock.ts";
@@ -29,48 +30,23 @@ interface Pair {
   notAfterMs: number;
 }
 
-function openssl(dir: string, args: string[]): string {
-  const r = spawnSync("openssl", args, { cwd: dir, encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`openssl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-
-function makePair(dir: string, name: string, days: number): Pair {
-  openssl(dir, [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.pem`,
-    "-days",
-    String(days),
-    "-subj",
-    `/CN=${name}`,
-  ]);
-  const end = openssl(dir, ["x509", "-in", `${name}.pem`, "-noout", "-enddate"]).trim(); // notAfter=Nov 26 15:20:05 2026 GMT
-  return {
-    chain: readFileSync(join(dir, `${name}.pem`), "utf8"),
-    key: readFileSync(join(dir, `${name}.key`), "utf8"),
-    notAfterMs: Date.parse(end.slice("notAfter=".length)),
-  };
+/** A self-signed pair from openssl expiring in `days`, and its notAfter as openssl prints it. */
+function makePair(name: string, days: number): Pair {
+  const { cert, key } = selfSignedCert(`/CN=${name}`, days);
+  const r = spawnSync("openssl", ["x509", "-noout", "-enddate"], { input: cert, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`openssl x509: ${r.stderr}`);
+  const end = r.stdout.trim(); // notAfter=Nov 26 15:20:05 2026 GMT
+  return { chain: cert, key, notAfterMs: Date.parse(end.slice("notAfter=".length)) };
 }
 
 const BAD_CERT = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n";
 
-let pki: { dir: string; a: Pair; b: Pair; c: Pair };
+let pki: { a: Pair; b: Pair; c: Pair };
 /** Three self-signed pairs from openssl (once for the file), expiring 2, 3 and 4 days from now. */
 function makePki(): void {
   if (pki) return;
-  const dir = mkdtempSync(join(tmpdir(), "sds-files-pki-"));
-  pki = { dir, a: makePair(dir, "a", 2), b: makePair(dir, "b", 3), c: makePair(dir, "c", 4) };
+  pki = { a: makePair("a", 2), b: makePair("b", 3), c: makePair("c", 4) };
 }
-afterAll(() => pki && rmSync(pki.dir, { recursive: true, force: true }));
 const dirs: string[] = [];
 const closers: (() => void)[] = [];
 afterEach(() => {

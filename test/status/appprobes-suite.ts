@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { memoryLogger } from "../../src/lib/log.ts";
 import { newRegistry } from "../../src/lib/metrics.ts";
 import { StatusServer, type StatusListen } from "../../src/status/server.ts";
-import { closedPort, selfSignedCert, startGrpcHealthApp, startHttpApp, startTcpApp } from "../support/status-apps.ts";
+import { closedPort, startGrpcHealthApp, startHttpApp, startTcpApp } from "../support/status-apps.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { testRequiring, unmet } from "../support/requires.ts";
 import { OPENSSL } from "../ca/openssl.ts";
 

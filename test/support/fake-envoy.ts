@@ -83,12 +83,24 @@ async function main(): Promise<void> {
     appendFileSync(recordFile, JSON.stringify({ ...r, pid: process.pid, epoch, t: Date.now() }) + "\n");
   };
   const previousStarts = recordFile ? readRecords(recordFile).filter((r) => r.event === "start").length : 0;
-  record({ event: "start", argv });
 
   const exit = (code: number): never => {
     record({ event: "exit", code });
     process.exit(code);
   };
+
+  // SIGTERM/SIGINT are handled (recorded, then exit 0) before "start" is recorded: a test that
+  // signals an Envoy it has seen start must find the signal recorded, as from a real Envoy. Not
+  // the other way round: a process preempted between its "start" and its handlers (a loaded
+  // machine) died of the signal's default action and left no record.
+  let hang = env.FAKE_ENVOY_HANG === "1";
+  for (const sig of ["SIGTERM", "SIGINT"] as const) {
+    process.on(sig, () => {
+      record({ event: "signal", signal: sig });
+      if (!hang) exit(0);
+    });
+  }
+  record({ event: "start", argv });
 
   const failFirst = env.FAKE_ENVOY_FAIL_FIRST === undefined ? Infinity : Number(env.FAKE_ENVOY_FAIL_FIRST);
   const failing = previousStarts < failFirst;
@@ -98,14 +110,6 @@ async function main(): Promise<void> {
     // `sh` exits at once; its background `sleep` is orphaned and re-parented to the reaper.
     const sh = Bun.spawn(["sh", "-c", `sleep ${secs} </dev/null >/dev/null 2>&1 &`], { stdio: ["ignore", "ignore", "ignore"] });
     await sh.exited;
-  }
-
-  let hang = env.FAKE_ENVOY_HANG === "1";
-  for (const sig of ["SIGTERM", "SIGINT"] as const) {
-    process.on(sig, () => {
-      record({ event: "signal", signal: sig });
-      if (!hang) exit(0);
-    });
   }
 
   let connections = Number(env.FAKE_ENVOY_CONNECTIONS ?? 0);

@@ -8,6 +8,7 @@ import protobuf from "protobufjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { selfSignedCert } from "./self-signed.ts";
 
 const PROTO_DIR = join(import.meta.dir, "../../proto");
 
@@ -26,27 +27,9 @@ export function makeTestPki(dir: string, sans: string[] = []): TestPki {
   const p = (f: string) => join(dir, f);
   if (Bun.which("openssl") === null) throw new Error("makeTestPki: the openssl CLI is needed to make the test PKI (apt-get install openssl)");
   const ossl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
-  ossl(
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    p("ca-key.pem"),
-    "-out",
-    p("ca.pem"),
-    "-days",
-    "2",
-    "-subj",
-    "/O=test/CN=test-root",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  );
+  const ca = selfSignedCert("/O=test/CN=test-root", 2, ["basicConstraints=critical,CA:TRUE", "keyUsage=critical,keyCertSign,cRLSign"]);
+  writeFileSync(p("ca-key.pem"), ca.key);
+  writeFileSync(p("ca.pem"), ca.cert);
   const leaf = (name: string, ext: string) => {
     ossl(
       "req",

@@ -3,10 +3,8 @@
 // and gRPC health servers (@grpc/grpc-js). All listen on ephemeral ports; call close() after.
 
 import * as grpc from "@grpc/grpc-js";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
-import { networkInterfaces, tmpdir } from "node:os";
-import { join } from "node:path";
+import { networkInterfaces } from "node:os";
 
 export interface Recorded {
   path: string;
@@ -59,38 +57,6 @@ export function startHttpApp(
     },
   });
   return { seen, port: server.port!, close: () => server.stop(true) };
-}
-
-/** A throwaway self-signed certificate (openssl). */
-export function selfSignedCert(): { cert: string; key: string } {
-  const dir = mkdtempSync(join(tmpdir(), "status-cert-"));
-  try {
-    const r = Bun.spawnSync(
-      [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=app.test",
-        "-keyout",
-        join(dir, "k.pem"),
-        "-out",
-        join(dir, "c.pem"),
-      ],
-      { stderr: "pipe" },
-    );
-    if (r.exitCode !== 0) throw new Error(`openssl failed: ${r.stderr.toString()}`);
-    return { cert: readFileSync(join(dir, "c.pem"), "utf8"), key: readFileSync(join(dir, "k.pem"), "utf8") };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 /** TCP app that records the remote address of each connection. */

@@ -66,11 +66,7 @@ func (p *pod) run() {
 	go p.pollReady()
 	go p.runSDS("default")
 	go p.runSDS("ROOTCA")
-	if p.delta {
-		p.runDelta()
-	} else {
-		p.runSotW()
-	}
+	p.runADS(p.delta)
 }
 
 // waitLaunch polls for <dir>/envoy-args (NUL-separated arguments) for up to 10 minutes.

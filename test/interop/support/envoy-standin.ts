@@ -26,6 +26,7 @@ import net from "node:net";
 import { join, resolve } from "node:path";
 import { envoyProtoRoot } from "../../support/envoy-protos.ts";
 import { clusterPipe, serveEnvoyAdmin, xdsPipe, type StandinBootstrap } from "../../support/envoy-admin.ts";
+import { watchSecrets } from "./sds-watch.ts";
 
 export const T = (n: string): string => `type.googleapis.com/envoy.${n}`;
 export const CDS = T("config.cluster.v3.Cluster");
@@ -208,50 +209,6 @@ function runAds(
   return new Promise((res) => stream.on("close", () => (session.close(), res())));
 }
 
-const SECRET = T("extensions.transport_sockets.tls.v3.Secret");
-
-/** One SDS stream for `name` (as Envoy opens one per secret): ACKs and records every answer; resolves when it closes. */
-function runSds(socket: string, name: string, node: Record<string, unknown>, record: (r: Omit<StandinRecord, "pid">) => void): Promise<void> {
-  const root = envoyProtoRoot();
-  const Req = root.lookupType("envoy.service.discovery.v3.DiscoveryRequest");
-  const Res = root.lookupType("envoy.service.discovery.v3.DiscoveryResponse");
-  const session = http2.connect("http://localhost", { createConnection: () => net.connect(socket) });
-  session.on("error", () => {});
-  const stream = session.request({
-    ":method": "POST",
-    ":path": "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets",
-    "content-type": "application/grpc",
-    te: "trailers",
-  });
-  const send = (obj: Record<string, unknown>) => {
-    const msg = Req.encode(Req.fromObject({ type_url: SECRET, resource_names: [name], ...obj })).finish();
-    const frame = Buffer.alloc(5 + msg.length);
-    frame.writeUInt32BE(msg.length, 1);
-    frame.set(msg, 5);
-    if (!stream.closed && !stream.destroyed) stream.write(frame);
-  };
-  let buf: Buffer = Buffer.alloc(0);
-  stream.on("data", (c: Buffer) => {
-    buf = buf.length ? Buffer.concat([buf, c]) : c;
-    while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
-      const len = buf.readUInt32BE(1);
-      const body = buf.subarray(5, 5 + len);
-      buf = buf.subarray(5 + len);
-      try {
-        const o = Res.toObject(Res.decode(body)) as { nonce?: string; version_info?: string; resources?: { value: Uint8Array }[] };
-        const t = root.lookupType(SECRET.replace("type.googleapis.com/", ""));
-        record({ event: "sds", names: (o.resources ?? []).map((r) => (t.toObject(t.decode(r.value)) as { name?: string }).name ?? "") });
-        send({ version_info: o.version_info ?? "", response_nonce: o.nonce ?? "" });
-      } catch (e) {
-        record({ event: "error", message: `undecodable SDS response: ${(e as Error).message}` });
-      }
-    }
-  });
-  stream.on("error", () => {});
-  send({ node });
-  return new Promise((res) => stream.on("close", () => (session.close(), res())));
-}
-
 interface AgentCluster {
   name: string;
   load_assignment?: { endpoints?: { lb_endpoints?: { endpoint?: { address?: { socket_address?: { address?: string; port_value?: number } } } }[] }[] };
@@ -298,14 +255,15 @@ async function main(): Promise<void> {
     const pipe = clusterPipe(b, "sds-grpc");
     const n = b.node ?? {};
     const node = { id: n.id, cluster: n.cluster, metadata: toStruct(n.metadata ?? {}), user_agent_name: "envoy" };
+    // One stream per secret, as Envoy opens them.
     if (pipe)
       for (const name of ["default", "ROOTCA"])
-        void (async () => {
-          for (;;) {
-            await runSds(resolve(pipe), name, node, record);
-            await Bun.sleep(200);
-          }
-        })();
+        watchSecrets(resolve(pipe), [name], {
+          node,
+          reopenMs: 200,
+          onResponse: (secrets) => record({ event: "sds", names: secrets.map((s) => s.name) }),
+          onError: (message) => record({ event: "error", message }),
+        });
     else record({ event: "error", message: "no sds-grpc pipe in the bootstrap" });
   }
   const extra = (process.env.INTEROP_ENVOY_STATS ?? "")
