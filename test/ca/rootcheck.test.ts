@@ -4,7 +4,7 @@
 import { expect } from "bun:test";
 import { RootBundleCheck } from "../../src/ca/rootcheck.ts";
 import { testRequiring } from "../support/requires.ts";
-import { selfSignedCert } from "../support/status-apps.ts";
+import { selfSignedCert } from "../support/self-signed.ts";
 import { OPENSSL } from "./openssl.ts";
 
 testRequiring(OPENSSL, "the same bytes are parsed once; other bytes are parsed; a broken bundle is named every time", () => {
