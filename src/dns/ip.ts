@@ -2,6 +2,8 @@
 // zeros), IPv6 with `::` and an embedded IPv4 tail, an optional zone (dropped), and RFC 5952
 // canonical text for IPv6. IPv4-mapped IPv6 addresses stay IPv6, as netip.Addr.Is6 says.
 
+import { formatAddr } from "../lib/ipformat.ts";
+
 export interface ParsedIp {
   family: 4 | 6;
   bytes: Uint8Array;
@@ -70,31 +72,7 @@ function parseIpv6(input: string): Uint8Array | undefined {
 }
 
 /** Canonical text: dotted quad, or RFC 5952 IPv6 (longest zero run of >= 2 groups as `::`, mapped v4 as `::ffff:a.b.c.d`). */
-export function formatIp(ip: ParsedIp): string {
-  const b = ip.bytes;
-  if (ip.family === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
-  const g: number[] = [];
-  for (let i = 0; i < 8; i++) g.push((b[i * 2]! << 8) | b[i * 2 + 1]!);
-  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (g[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (xs: number[]) => xs.map((x) => x.toString(16)).join(":");
-  if (best < 0) return hex(g);
-  return `${hex(g.slice(0, best))}::${hex(g.slice(best + bestLen))}`;
-}
+export const formatIp: (ip: ParsedIp) => string = formatAddr;
 
 /** Split textual IPs into IPv4 and IPv6 (unparsable ones are skipped), as Istio's ParseIPsSplitToV4V6. */
 export function splitIps(ips: readonly string[]): { v4: ParsedIp[]; v6: ParsedIp[]; invalid: string[] } {
