@@ -38,16 +38,22 @@ export function keyOptionsFromEnv(env: { ECC_SIGNATURE_ALGORITHM: string; ECC_CU
   return { algorithm: alg === "ECDSA" ? "ECDSA" : "RSA", rsaKeySize: env.WORKLOAD_RSA_KEY_SIZE, curve, pkcs8: env.PKCS8_KEY };
 }
 
+/** An RSA key pair as DER, being generated on node:crypto's worker thread. */
+export type RsaKeyPairDer = Promise<{ publicKey: Buffer; privateKey: Buffer }>;
+
 /** The key pair WebCrypto is asked for; the CSR's signature follows from the key (src/ca/csr.ts). */
-function generateKeys(o: KeyOptions): Promise<CryptoKeyPair> {
+function generateKeys(o: KeyOptions, rsaStarted?: RsaKeyPairDer): Promise<CryptoKeyPair> {
   if (o.algorithm === "ECDSA")
     return crypto.subtle.generateKey({ name: "ECDSA", namedCurve: o.curve === "P384" ? "P-384" : "P-256" }, true, ["sign", "verify"]) as Promise<CryptoKeyPair>;
-  return rsaKeyPair(o.rsaKeySize);
+  return rsaKeyPair(rsaStarted ?? startRsaKeyPair(o.rsaKeySize));
 }
 
-/** A fresh private key and a CSR for `spiffe` (the SAN URI). */
-export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<KeyAndCsr> {
-  const keys = await generateKeys(o).catch((e: unknown) => {
+/**
+ * A fresh private key and a CSR for `spiffe` (the SAN URI). `rsaStarted`: an RSA key pair already
+ * being generated for these options (src/sds/keyahead.ts), used instead of starting another.
+ */
+export async function generateKeyAndCsr(o: KeyOptions, spiffe: string, rsaStarted?: RsaKeyPairDer): Promise<KeyAndCsr> {
+  const keys = await generateKeys(o, rsaStarted).catch((e: unknown) => {
     throw new CaError("keygen", `generating a ${o.algorithm === "RSA" ? `RSA-${o.rsaKeySize}` : `ECDSA ${o.curve}`} key: ${errorMessage(e)}`, undefined, {
       cause: e,
     });
@@ -62,8 +68,8 @@ export async function generateKeyAndCsr(o: KeyOptions, spiffe: string): Promise<
  * RSA generation blocks the event loop (~80 ms for 2048 bits measured here), which would stall the
  * agent's start and every socket it serves. The key is then imported into WebCrypto for signing.
  */
-async function rsaKeyPair(modulusLength: number): Promise<CryptoKeyPair> {
-  const { publicKey, privateKey } = await new Promise<{ publicKey: Buffer; privateKey: Buffer }>((resolve, reject) =>
+export function startRsaKeyPair(modulusLength: number): RsaKeyPairDer {
+  return new Promise((resolve, reject) =>
     generateKeyPair(
       "rsa",
       {
@@ -75,6 +81,10 @@ async function rsaKeyPair(modulusLength: number): Promise<CryptoKeyPair> {
       (err, pub, priv) => (err ? reject(err) : resolve({ publicKey: pub, privateKey: priv })),
     ),
   );
+}
+
+async function rsaKeyPair(started: RsaKeyPairDer): Promise<CryptoKeyPair> {
+  const { publicKey, privateKey } = await started;
   const params: webcrypto.RsaHashedImportParams = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
   return {
     privateKey: await crypto.subtle.importKey("pkcs8", new Uint8Array(privateKey), params, true, ["sign"]),

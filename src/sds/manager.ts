@@ -3,7 +3,8 @@
 // `default` and `ROOTCA` in the background (readiness blocker "certificate warmed"), and takes
 // PCDS trust bundles. `createSecretManager` is what src/agent.ts calls.
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
-// the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy).
+// the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy); the first
+// RSA key is generated from the start on a worker thread (keyahead.ts).
 
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { existsSync } from "node:fs";
@@ -20,6 +21,7 @@ import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
+import { keyAhead } from "./keyahead.ts";
 import { clockSleep, systemClock, type Clock } from "../lib/clock.ts";
 import { detectSdsMode, type SdsMode } from "./external.ts";
 import { SecretMetrics } from "./metrics.ts";
@@ -110,6 +112,7 @@ export class SecretManager implements Component, TrustBundleSink {
         metrics: this.metrics,
         clock: this.clock,
         ...(this.deps.random ? { random: this.deps.random } : {}),
+        ...(signer ? { generateKey: keyAhead(o.keyOptions) } : {}),
         renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal),
       },
     );
