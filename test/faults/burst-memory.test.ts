@@ -2,17 +2,12 @@
 // goes quiet, the agent runs its two collections once and says so (debug log of the xdsproxy
 // scope), naming the burst's size; while pushes keep arriving it does not. The memory figures
 // themselves are a benchmark's (bench/burst-ab.ts), not a test's: they depend on the machine.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { describe, expect, test } from "bun:test";
+import { FakeIstiod } from "../support/fake-istiod.ts";
 import { until, type Pod } from "../e2e/pod.ts";
-import { startProxylessPod } from "./proxyless-pod.ts";
+import { podBesideIstiod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient } from "../xds/harness.ts";
 
-let work: string;
-let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
 
@@ -20,20 +15,7 @@ const COLLECTED = /collected after a burst of ([\d.]+) MiB in [\d.]+ ms: residen
 const collections = () => [...pod.tail(100_000).matchAll(COLLECTED)].map((m) => Number(m[1]));
 
 describe("burst memory (compiled agent)", () => {
-  beforeAll(async () => {
-    work = mkdtempSync(join(tmpdir(), "agent-faults-burst-"));
-    pki = makeTestPki(join(work, "pki"));
-    istiod = new FakeIstiod({ pki });
-    await istiod.start();
-    pod = await startProxylessPod(pki, istiod.address, {});
-  }, 30_000);
-
-  afterAll(async () => {
-    pod?.kill();
-    await istiod?.stop();
-    pod?.box.cleanup();
-    rmSync(work, { recursive: true, force: true });
-  });
+  podBesideIstiod("burst", (s) => ({ pod, istiod } = s));
 
   test("48 MiB pushed, then quiet: one burst collected, named by its size", async () => {
     // Debug lines of the relay's scope, set at run time through the status port (as `agent debug` does).

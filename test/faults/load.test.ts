@@ -4,23 +4,19 @@
 // hits /healthz/ready every 10 ms: every probe answered, p99 within 100 ms (status-prober.ts says
 // how the bound follows the machine's load).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
-import { discoveryTypes, FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { discoveryTypes, FakeIstiod } from "../support/fake-istiod.ts";
 import { decodeDiscoveryResponse, decodeSecret, greeterTable } from "../e2e/envoy-resources.ts";
 import { fetchSecret, startMesh, type Mesh } from "../e2e/mesh.ts";
 import { fileIfExists, until, type Pod } from "../e2e/pod.ts";
-import { startProxylessPod } from "./proxyless-pod.ts";
+import { podBesideIstiod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 import { expectStatusBounds, startStatusProber } from "./status-prober.ts";
 
 const PUSHES = Number(process.env.FAULTS_LOAD_PUSHES ?? 10_000);
 const STREAMS = Number(process.env.FAULTS_LOAD_STREAMS ?? 200);
 
-let work: string;
-let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
 
@@ -33,20 +29,7 @@ function cpuMs(pid: number): number {
 const versionOf = (b: Buffer) => (TYPES.Res.toObject(TYPES.Res.decode(b)) as { versionInfo?: string }).versionInfo ?? "";
 
 describe("load (compiled agent)", () => {
-  beforeAll(async () => {
-    work = mkdtempSync(join(tmpdir(), "agent-faults-load-"));
-    pki = makeTestPki(join(work, "pki"));
-    istiod = new FakeIstiod({ pki });
-    await istiod.start();
-    pod = await startProxylessPod(pki, istiod.address);
-  }, 30_000);
-
-  afterAll(async () => {
-    pod?.kill();
-    await istiod?.stop();
-    pod?.box.cleanup();
-    rmSync(work, { recursive: true, force: true });
-  });
+  podBesideIstiod("load", (s) => ({ pod, istiod } = s));
 
   test(`${PUSHES} pushes arrive whole, once each, in order; the status port answers throughout`, async () => {
     const probe = await startStatusProber(pod.statusPort);

@@ -3,40 +3,22 @@
 // byte for byte, then the stream ends with a status, and the agent exits 0. The signal is sent
 // right after istiod hands the message to its transport; whether the client had it by then is
 // recorded (a loaded machine decides), not asserted.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { FakeIstiod } from "../support/fake-istiod.ts";
 import type { Pod } from "../e2e/pod.ts";
-import { startProxylessPod } from "./proxyless-pod.ts";
+import { podBesideIstiod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient, TYPES } from "../xds/harness.ts";
 
 const MiB = 1024 * 1024;
 const SIZE = 48 * MiB;
 
-let work: string;
-let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
 
-beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), "agent-faults-sigterm-"));
-  pki = makeTestPki(join(work, "pki"));
-  istiod = new FakeIstiod({ pki });
-  await istiod.start();
-  pod = await startProxylessPod(pki, istiod.address, {
-    env: { ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) },
-    proxyConfig: { terminationDrainDuration: "1s", drainDuration: "1s" },
-  });
-}, 30_000);
-
-afterAll(async () => {
-  pod?.kill();
-  await istiod?.stop();
-  pod?.box.cleanup();
-  rmSync(work, { recursive: true, force: true });
+podBesideIstiod("sigterm", (s) => ({ pod, istiod } = s), {
+  env: { ISTIO_GPRC_MAXRECVMSGSIZE: String(64 * MiB) },
+  proxyConfig: { terminationDrainDuration: "1s", drainDuration: "1s" },
 });
 
 describe("SIGTERM during a 48 MiB push (compiled agent)", () => {

@@ -3,17 +3,12 @@
 // once (Bun.shrink, then a collection) and the agent says so (debug log). What runs afterwards is
 // compiled again from the binary's bytecode: the relay, the status port and the metrics still serve
 // after it (the sentinels). The memory it returns is a benchmark's figure (bench/idle-sidecar.ts).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { FakeIstiod, makeTestPki, type TestPki } from "../support/fake-istiod.ts";
+import { describe, expect, test } from "bun:test";
+import { FakeIstiod } from "../support/fake-istiod.ts";
 import { until, type Pod } from "../e2e/pod.ts";
-import { startProxylessPod } from "./proxyless-pod.ts";
+import { podBesideIstiod } from "./proxyless-pod.ts";
 import { CDS, EnvoyClient } from "../xds/harness.ts";
 
-let work: string;
-let pki: TestPki;
 let istiod: FakeIstiod;
 let pod: Pod;
 
@@ -21,20 +16,7 @@ const RELEASED = /start-up code released in [\d.]+ ms: resident [\d.]+ -> [\d.]+
 const releases = () => [...pod.tail(100_000).matchAll(RELEASED)].length;
 
 describe("start-up code released once settled (compiled agent)", () => {
-  beforeAll(async () => {
-    work = mkdtempSync(join(tmpdir(), "agent-faults-startup-memory-"));
-    pki = makeTestPki(join(work, "pki"));
-    istiod = new FakeIstiod({ pki });
-    await istiod.start();
-    pod = await startProxylessPod(pki, istiod.address, {});
-  }, 30_000);
-
-  afterAll(async () => {
-    pod?.kill();
-    await istiod?.stop();
-    pod?.box.cleanup();
-    rmSync(work, { recursive: true, force: true });
-  });
+  podBesideIstiod("startup-memory", (s) => ({ pod, istiod } = s));
 
   test("released once after readiness clears; the relay, status port and metrics serve after it", async () => {
     const status = await until(
