@@ -4,9 +4,9 @@
 // armed by the native launcher embedded in the binary (native/envoylauncher.c), not by a second
 // start of the agent: strace shows which programs Envoy's process ran before Envoy.
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { envoyRecords, killRecordedEnvoys, startPod, until, xdsYamlWithPort, type Pod } from "../e2e/pod.ts";
 import { writeE2eEnvoyLauncher } from "../e2e/xds-envoy.ts";
 import { testRequiring } from "../support/requires.ts";
@@ -78,15 +78,21 @@ describe("agent SIGKILLed (compiled agent)", () => {
       let trace = "";
       const { pod, recordFile, envoy } = await podWithEnvoy((work) => {
         trace = join(work, "strace.txt");
-        return ["strace", "-f", "-qq", "-s", "4096", "-e", "trace=execve,prctl", "-e", "signal=none", "-o", trace];
+        // -ff: one file per process (trace.PID), so a call is never split into "<unfinished ...>"
+        // and "<... resumed>" by another process's line (r18 read such a half as the call).
+        return ["strace", "-ff", "-qq", "-s", "4096", "-e", "trace=execve,prctl", "-e", "signal=none", "-o", trace];
       });
       const started = await until(pod, "Envoy started", () => envoyRecords(recordFile).find((r) => r.event === "start"), 30_000);
       // strace writes each line when the call returns: Envoy's own start record is the later sentinel.
-      const lines = readFileSync(trace, "utf8")
+      const calls = readFileSync(`${trace}.${started.pid}`, "utf8")
         .split("\n")
-        .filter((l) => l.startsWith(`${started.pid} `));
-      const calls = lines.filter((l) => / (execve|prctl)\(/.test(l) && !/ENOENT/.test(l));
-      expect(readFileSync(trace, "utf8")).not.toContain("__envoy-exec");
+        .filter((l) => /^(execve|prctl)\(/.test(l) && !/ENOENT/.test(l));
+      const everyProcess = readdirSync(dirname(trace))
+        .filter((f) => f.startsWith(`${basename(trace)}.`))
+        .map((f) => readFileSync(join(dirname(trace), f), "utf8"))
+        .join("\n");
+      expect(everyProcess).toContain("execve(");
+      expect(everyProcess).not.toContain("__envoy-exec");
       // 1: the launcher from its memory file, told the agent's pid and Envoy's binary.
       const launcher = /execve\("\/proc\/self\/fd\/\d+", \["\/proc\/self\/fd\/\d+", "(\d+)", "([^"]+)"/.exec(calls[0] ?? "");
       expect(launcher, calls.join("\n")).not.toBeNull();
