@@ -56,9 +56,12 @@ export function statusSummary(d: ConfigDump) {
   };
 }
 
-/** 90 -> `1m30s`; whole units, the two largest. */
+/**
+ * 90 -> `1m30s`; whole units, the two largest, rounded down: a certificate with 23h59m59.6s left
+ * reads `23h59m`, never `1d` (seen when `agent status` ran within a second of the issuance).
+ */
 export function humanSeconds(s: number): string {
-  const a = Math.abs(Math.round(s));
+  const a = Math.floor(Math.abs(s));
   const parts: [number, string][] = [
     [Math.floor(a / 86400), "d"],
     [Math.floor((a % 86400) / 3600), "h"],

@@ -132,6 +132,8 @@ describe("agent status", () => {
 
   test("humanSeconds: the two largest whole units", () => {
     expect([0, 59, 90, 3600, 5400, 86399, 90061].map(humanSeconds)).toEqual(["0s", "59s", "1m30s", "1h", "1h30m", "23h59m", "1d1h"]);
+    // Rounded down: time left is never overstated.
+    expect([0.6, 59.7, 86399.6, -90.9].map(humanSeconds)).toEqual(["0s", "59s", "23h59m", "1m30s"]);
   });
 });
 
