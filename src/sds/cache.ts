@@ -377,7 +377,7 @@ export class SecretCache {
     const out = this.opts.output;
     if (!out) return Promise.resolve();
     const next = this.writing.then(() => (this.closed ? undefined : this.writeOutputNow(out, item, root)));
-    this.writing = next;
+    this.writing = next.catch(() => {}); // a failed write (already logged) must not stop the ones after it
     return next;
   }
 
