@@ -85,22 +85,28 @@ function certFacts(pem: string, now: number): Omit<CertificateView, "resource" |
     serial: (c.serialNumber ?? "").toLowerCase(),
     notBefore: new Date(Date.parse(c.validFrom)).toISOString(),
     notAfter: new Date(notAfter).toISOString(),
-    expiresInSeconds: Math.round((notAfter - now) / 1000),
+    // Rounded down: time left is never overstated (23h59m59.6s is not a day).
+    expiresInSeconds: Math.floor((notAfter - now) / 1000),
   };
+}
+
+/** Expired once its notAfter has passed (not when less than a whole second is left). */
+function expired(facts: { notAfter: string }, now: number): boolean {
+  return Date.parse(facts.notAfter) <= now;
 }
 
 function chainView(resource: string, source: string, chainPem: string, now: number, renewing: boolean): CertificateView | undefined {
   const blocks = pemBlocks(chainPem);
   const facts = blocks[0] ? certFacts(blocks[0], now) : undefined;
   if (!facts) return undefined;
-  const state: CertificateState = facts.expiresInSeconds <= 0 ? "expired" : renewing ? "renewing" : "valid";
+  const state: CertificateState = expired(facts, now) ? "expired" : renewing ? "renewing" : "valid";
   return { resource, source, state, chainLength: blocks.length, ...facts };
 }
 
 function rootViews(resource: string, source: string, bundle: string, now: number): CertificateView[] {
   return pemBlocks(bundle).flatMap((pem) => {
     const facts = certFacts(pem, now);
-    return facts ? [{ resource, source, state: facts.expiresInSeconds <= 0 ? ("expired" as const) : ("valid" as const), chainLength: 1, ...facts }] : [];
+    return facts ? [{ resource, source, state: expired(facts, now) ? ("expired" as const) : ("valid" as const), chainLength: 1, ...facts }] : [];
   });
 }
 

@@ -73,6 +73,11 @@ describe("certificate states", () => {
     const old = await cert("77", NOW - 25 * HOUR, NOW - HOUR, SPIFFE);
     const expired = certificatesView(snap({ workload: { chainPem: old, createdMs: NOW - 25 * HOUR, expireMs: NOW - HOUR }, renewFailures: 5 }), "istiod", NOW);
     expect(expired.certificates[0]).toMatchObject({ state: "expired", expiresInSeconds: -3600 });
+    // Time left rounded down, and "expired" only once notAfter has passed: 0.4 s and 23h59m59.6s left.
+    const justIssued = certificatesView(snap({ workload }), "istiod", NOW + 23 * HOUR - 86_399_600);
+    expect(justIssued.certificates[0]).toMatchObject({ state: "valid", expiresInSeconds: 86_399 });
+    const lastSecond = certificatesView(snap({ workload }), "istiod", NOW + 23 * HOUR - 400);
+    expect(lastSecond.certificates[0]).toMatchObject({ state: "valid", expiresInSeconds: 0 });
   });
 
   test("ROOTCA certificates one by one; file-mounted resources named with their files", async () => {
