@@ -7,8 +7,10 @@
 //              (ours only, LOCAL_XDS_PATH + CA_PROVIDER=local, the same stand-in; against Istio's
 //              sidecar figure: it has no local mode).
 //   start      spawn -> the stand-in Envoy's first instruction (bench/pilotagent.ts), alternating;
-//              spawn -> ready: the stand-in has the workload certificate over SDS and a first
-//              config over ADS, from istiod-lite through the agent, alternating.
+//              spawn -> ready: a stand-in Envoy has the workload certificate over SDS and a first
+//              config over ADS, from istiod-lite through the agent, alternating. That stand-in is
+//              bench/envoy-fast.ts, compiled: it asks 20-30 ms after its exec, as Envoy does (the
+//              interop stand-in parses Envoy's protos first, and its 250-500 ms were the row).
 //   relay      bench/pilotagent.ts's relay through one proxyless pair of the memory phase: peak RSS,
 //              RSS 5 s after each size, CPU per MiB, throughput; idle wake-ups before it.
 // The load average is printed at the start and the end: on a busy machine only the ratios hold.
@@ -21,6 +23,7 @@ import { startIstiodLite, LITE_NAMESPACE, LITE_SERVICE_ACCOUNT, LITE_TOKEN, type
 import { readStandinRecords, writeStandinLauncher } from "../test/interop/support/envoy-standin.ts";
 import { agentsUnderTest, idleWindow, pod, relaySamples, sizeLabel, startProxyless, startSamples, waitFor, type Agent } from "./pilotagent.ts";
 import { loadavg, ussKiB } from "./idle-ab-support.ts";
+import { compileFastEnvoy } from "./envoy-fast.ts";
 import { firstLine, fmt, rssKiB, summary, verdict, type Proc } from "./support.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -34,13 +37,13 @@ const AFTER_RELAY_MS = 5000;
 type Mode = "proxyless" | "sidecar" | "local";
 
 /** A sidecar pod against istiod-lite (its root, token and identity), Envoy = the stand-in with ADS + SDS; local mode: the file and a local CA instead. */
-export async function sidecarEnv(dir: string, lite: IstiodLite, local: boolean): Promise<{ env: Record<string, string>; records: string }> {
+export async function sidecarEnv(dir: string, lite: IstiodLite, local: boolean, envoy?: string): Promise<{ env: Record<string, string>; records: string }> {
   mkdirSync(dir, { recursive: true });
   const env = pod(
     dir,
     {
       discoveryAddress: lite.xdsAddress,
-      binaryPath: writeStandinLauncher(dir),
+      binaryPath: envoy ?? writeStandinLauncher(dir),
       statusPort: await freePort(),
       proxyAdminPort: await freePort(),
       ...(local ? { controlPlaneAuthPolicy: "NONE" } : { controlPlaneAuthPolicy: "MUTUAL_TLS" }),
@@ -74,9 +77,9 @@ export function ready(records: string): boolean {
   return rs.some((r) => r.event === "sds" && r.names?.includes("default")) && rs.some((r) => r.event === "xds");
 }
 
-/** Spawn -> ready (certificate and first config at the stand-in), in ms; the agent and its stand-in are killed after. */
-export async function startToReady(a: Agent, dir: string, lite: IstiodLite): Promise<number> {
-  const { env, records } = await sidecarEnv(dir, lite, false);
+/** Spawn -> ready (certificate and first config at `envoy`, bench/envoy-fast.ts compiled), in ms; the agent and its stand-in are killed after. */
+export async function startToReady(a: Agent, dir: string, lite: IstiodLite, envoy: string): Promise<number> {
+  const { env, records } = await sidecarEnv(dir, lite, false, envoy);
   const t0 = performance.now();
   const p = Bun.spawn([a.bin, "proxy", "sidecar"], { cwd: dir, env, stdout: "ignore", stderr: "ignore" });
   try {
@@ -133,8 +136,9 @@ export async function run(): Promise<string> {
     // Start-up, one agent at a time, alternating.
     const start = await startSamples(agents, join(dir, "start"), port, START_RUNS);
     const readyMs: number[][] = agents.map(() => []);
+    const envoy = compileFastEnvoy(join(dir, "envoy-fast"));
     for (let i = 0; i < READY_RUNS; i++)
-      for (const [j, a] of agents.entries()) readyMs[j]!.push(await startToReady(a, join(dir, `ready-${a.name}-${i}`), lite));
+      for (const [j, a] of agents.entries()) readyMs[j]!.push(await startToReady(a, join(dir, `ready-${a.name}-${i}`), lite, envoy));
 
     // Memory: PODS of each agent in each mode, all alive at once.
     const pods: { agent: Agent; mode: Mode; proc: Proc; records?: string }[] = [];
@@ -203,7 +207,7 @@ export async function run(): Promise<string> {
       `Ours \`${ours.bin.replace(ROOT + "/", "")}\` and Istio's pilot-agent (test/interop/.bin) in one run. Memory: ${PODS} agents of each alive at once per mode ` +
         `(${PODS * 4} agents in all, plus the stand-in Envoys), ${SETTLE_MS / 1000} s after the first start and every sidecar ready; USS = Private_Clean + Private_Dirty. ` +
         `Start → Envoy spawned: ${START_RUNS} alternating runs each (Istio's bootstrap template, a shell stand-in). Start → ready: ${READY_RUNS} alternating runs each against istiod-lite ` +
-        `(Istio's discovery server and CA), until the stand-in Envoy has the workload certificate over SDS and a first ADS answer. Relay: bench/pilotagent.ts's (the bench's synthetic istiod) through one proxyless pair while the other agents stay up. ` +
+        `(Istio's discovery server and CA), until a compiled stand-in Envoy (bench/envoy-fast.ts: its first requests 20-30 ms after its exec) has the workload certificate over SDS and a first ADS answer. Relay: bench/pilotagent.ts's (the bench's synthetic istiod) through one proxyless pair while the other agents stay up. ` +
         `Load average: ${loadStart} at the start, ${loadMem} when memory was read, ${loadEnd} at the end.`,
       "",
       "| measure | ours | pilot-agent | ours ÷ pilot-agent | target | |",

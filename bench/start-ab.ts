@@ -1,8 +1,8 @@
 // A/B of the start path: compiled builds (and Istio's pilot-agent) side by side in one run, taking
 // turns so the machine's load falls on all alike. Start -> Envoy spawned (bench/pilotagent.ts's
 // sidecar shape: Istio's bootstrap template, a shell stand-in that marks its first instruction) and
-// start -> ready (bench/podcost.ts's: the stand-in Envoy has the workload certificate over SDS and a
-// first ADS answer, from istiod-lite through the agent). Load average printed at start and end.
+// start -> ready (bench/podcost.ts's: the compiled fast stand-in Envoy, bench/envoy-fast.ts, has the
+// workload certificate over SDS and a first ADS answer, from istiod-lite through the agent). Load average printed at start and end.
 //   START_AB_AGENTS="main=/tmp/agent-main,new=dist/agent" bun bench/start-ab.ts
 // pilot-agent (test/interop/.bin) is added as the last column when built. Not part of `bun run bench`.
 
@@ -13,6 +13,7 @@ import { PILOT_AGENT } from "../test/interop/support/go-build.ts";
 import { startIstiodLite } from "../test/interop/support/istiod-lite.ts";
 import { loadavg } from "./idle-ab-support.ts";
 import { startToEnvoy, type Agent } from "./pilotagent.ts";
+import { compileFastEnvoy } from "./envoy-fast.ts";
 import { startToReady } from "./podcost.ts";
 import { firstLine, fmt, summary } from "./support.ts";
 
@@ -47,7 +48,9 @@ export async function run(): Promise<string> {
       for (const [j, a] of agents.entries()) spawned[j]!.push(await startToEnvoy(a, join(dir, `start-${a.name}-${i}`), port));
     const loadMid = loadavg();
     const ready: number[][] = agents.map(() => []);
-    for (let i = 0; i < READY_RUNS; i++) for (const [j, a] of agents.entries()) ready[j]!.push(await startToReady(a, join(dir, `ready-${a.name}-${i}`), lite!));
+    const envoy = READY_RUNS > 0 ? compileFastEnvoy(join(dir, "envoy-fast")) : "";
+    for (let i = 0; i < READY_RUNS; i++)
+      for (const [j, a] of agents.entries()) ready[j]!.push(await startToReady(a, join(dir, `ready-${a.name}-${i}`), lite!, envoy));
     const load1 = loadavg();
     const base = agents.length - 1;
     const row = (what: string, xs: number[][], key: "median" | "p99") => {
