@@ -47,9 +47,16 @@ function statusKb(pid: number, key: string): number {
   return m ? Number(m[1]) : 0;
 }
 
+/**
+ * The downstream client's channel options: Envoy's, as far as the relay can tell. Envoy's HTTP/2
+ * windows toward the agent are its defaults, 256 MiB per stream and per connection (Istio's
+ * bootstrap sets none for xds-grpc); grpc-js's would be 64 KiB, which holds a push in the relay's
+ * queue waiting for window updates as no Envoy would.
+ */
+export const ENVOY_LIKE_CLIENT = { "grpc.max_receive_message_length": -1, "grpc-node.flow_control_window": 256 << 20 };
 export async function measure(address: string, size: number): Promise<Sample> {
   const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, "ads");
-  const client = new Ctor(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": -1 });
+  const client = new Ctor(address, grpc.credentials.createInsecure(), ENVOY_LIKE_CLIENT);
   const call = (client as unknown as Record<string, { call(c: grpc.Client): grpc.ClientDuplexStream<Buffer, Buffer> }>).StreamAggregatedResources!.call(client);
   call.on("error", () => {});
   let waiting: (() => void) | undefined;
@@ -94,7 +101,7 @@ export async function measure(address: string, size: number): Promise<Sample> {
 /** `count` pushes of `size` bytes on one stream, asked for `batch` at a time. */
 export async function pushes(address: string, size: number, count: number, batch = 500): Promise<void> {
   const Ctor = grpc.makeGenericClientConstructor(ADS_SERVICE_DEF as unknown as grpc.ServiceDefinition, "ads");
-  const client = new Ctor(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": -1 });
+  const client = new Ctor(address, grpc.credentials.createInsecure(), ENVOY_LIKE_CLIENT);
   const call = (client as unknown as Record<string, { call(c: grpc.Client): grpc.ClientDuplexStream<Buffer, Buffer> }>).StreamAggregatedResources!.call(client);
   call.on("error", () => {});
   let got = 0;

@@ -32,6 +32,10 @@ export interface DownstreamCall {
   /** End the call with a gRPC status (trailers). Idempotent. */
   finish(status: GrpcStatus): void;
   readonly finished: boolean;
+  /** Bytes written so far, counted from the first (absent: not counted). */
+  readonly written?: number;
+  /** Of those, how many from the first nothing references any more: handed to a socket that copies them, or dropped. */
+  releasedBytes?(): number;
 }
 
 export interface DownstreamHandlers {

@@ -53,6 +53,14 @@ export class GrpcServerCall {
     if (this.finished || this.stream.closed) return true;
     return this.stream.writev(a, b);
   }
+  /** Bytes written to this call so far (stream.ts `writtenTotal`). */
+  get written(): number {
+    return this.stream.writtenTotal;
+  }
+  /** Of those, how many from the first nothing references any more (stream.ts). */
+  releasedBytes(): number {
+    return this.stream.releasedBytes();
+  }
   /** Stop crediting the client's flow-control window: it stalls once the window is used. */
   pause(): void {
     this.stream.pause();

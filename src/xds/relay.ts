@@ -67,7 +67,7 @@ export class StreamRelay {
   private readonly reqDeframer: GrpcDeframer;
   // response direction
   private resState: ResponseState = "idle";
-  /** The current response's 5-byte gRPC prefix (a view the deframer guarantees stable). */
+  /** The current response's 5-byte gRPC prefix (our own copy: see onResponseHeader). */
   private resHeader: Uint8Array = new Uint8Array(0);
   private resLength = 0;
   /** Body bytes gathered while the route is undecided past the first chunk, or for internal types. */
@@ -131,6 +131,7 @@ export class StreamRelay {
           }
         },
         onClose: (status, established) => this.onUpstreamClose(status, established),
+        ...(this.down.releasedBytes ? { release: { mark: () => this.down.written ?? 0, released: () => this.down.releasedBytes!() } } : {}),
       },
     );
   }
@@ -176,6 +177,9 @@ export class StreamRelay {
 
   private onDownstreamData(chunk: Uint8Array): void {
     if (this.ended) return;
+    // Envoy asks (an ACK, most often) once what it was sent has arrived: istiod's chunks behind it
+    // may be freed now rather than at the next collection (chunkrelease.ts).
+    this.upstream?.release?.();
     this.o.metrics.bytesUpstream.inc(chunk.length);
     try {
       this.reqDeframer.push(chunk);
@@ -252,7 +256,9 @@ export class StreamRelay {
 
   private onResponseHeader(compressed: boolean, length: number, header: Uint8Array): void {
     if (compressed) throw new FrameError("compressed response message (the agent asked for identity encoding)", 0);
-    this.resHeader = header;
+    // A copy (5 bytes): the views of istiod's chunks must all be among the bytes written to Envoy
+    // (chunkrelease.ts), and a prefix kept until the route is decided would not be.
+    this.resHeader = header.slice();
     this.resLength = length;
     this.resBuf = undefined; // made only if the first chunk does not decide the route
     this.resState = "deciding";

@@ -6,6 +6,7 @@
 
 import { existsSync } from "node:fs";
 import { dialSocket } from "./dial.ts";
+import { ChunkReleaser, type ReleaseSource } from "./chunkrelease.ts";
 import { httpStatusToCode, resetStatus, trailerStatus } from "./grpcstatus.ts";
 import { H2Code } from "./h2/frames.ts";
 import { headerValue, type HeaderList } from "./h2/hpack.ts";
@@ -39,6 +40,11 @@ export interface UpstreamHandlers {
   onDrain(): void;
   /** The stream ended, once. `established` = it got as far as onConnected. */
   onClose(status: GrpcStatus, established: boolean): void;
+  /**
+   * Where the views of the bytes given to onData go, for freeing their memory once nothing
+   * references them (chunkrelease.ts). Absent: it is left to the garbage collector.
+   */
+  release?: ReleaseSource;
 }
 
 export interface UpstreamStream {
@@ -48,6 +54,8 @@ export interface UpstreamStream {
   resume(): void;
   /** Cancel the stream and release its connection; onClose still fires (CANCELLED). */
   close(): void;
+  /** What was received may no longer be referenced (handlers' `releasable`): free it now if so. */
+  release?(): void;
 }
 
 export interface Upstream {
@@ -96,11 +104,13 @@ export class IstiodUpstream implements Upstream {
     let session: H2Session | undefined;
     let stream: H2Stream | undefined;
     let connectDeadline: TimerHandle | undefined;
+    let releaser: ChunkReleaser | undefined;
 
     const finish = (s: GrpcStatus) => {
       if (closed) return;
       closed = true;
       connectDeadline?.cancel();
+      releaser?.drop();
       if (stream && !stream.closed) stream.reset(H2Code.CANCEL);
       session?.close(0);
       h.onClose(s, established);
@@ -134,6 +144,14 @@ export class IstiodUpstream implements Upstream {
           if (!closed) finish({ code: Code.UNAVAILABLE, message: `connection to istiod ${c.address} closed${err ? `: ${err.message}` : ""}` });
         },
       });
+      // After the session's own listener has handled a chunk: free it once nothing references it.
+      if (h.release) {
+        const r = new ChunkReleaser(h.release);
+        releaser = r;
+        socket.on("data", (chunk: Buffer) => {
+          if (!closed) r.hold(chunk);
+        });
+      }
       // The deadline covers the connection (TCP, TLS, istiod's HTTP/2 SETTINGS), as gRPC's dial
       // does, not istiod's first message: a gRPC server sends its response headers with that
       // message, which may come much later (istiod computing a large first push).
@@ -185,6 +203,7 @@ export class IstiodUpstream implements Upstream {
       pause: () => stream?.pause(),
       resume: () => stream?.resume(),
       close: () => finish({ code: Code.CANCELLED, message: "stream closed by the agent" }),
+      release: () => releaser?.check(),
     };
   }
 

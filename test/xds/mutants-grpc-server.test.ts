@@ -464,6 +464,7 @@ function scriptedStream(): { stream: H2Stream; sent: string[] } {
     streamWindow: 65_535,
     highWaterMark: 1 << 20,
     socketBlocked: false,
+    outputHanded: undefined,
     sendHeaders: (id, headers, end) => sent.push(`headers ${id} ${JSON.stringify(headers)} ${end}`),
     sendReset: (id, code) => sent.push(`reset ${id} ${code}`),
     pump: () => {},

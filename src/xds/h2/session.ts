@@ -364,6 +364,11 @@ export class H2Session implements StreamHost {
     return this.writer.full;
   }
 
+  /** How far the output is out, when the transport copies what it takes (stream.ts releasedBytes). */
+  get outputHanded(): number | undefined {
+    return this.transport.retainsWrites ? undefined : this.writer.handedTotal;
+  }
+
   /** Bytes queued for the socket and not yet handed to it. */
   get unflushedBytes(): number {
     return this.writer.unflushedBytes;
@@ -408,6 +413,7 @@ export class H2Session implements StreamHost {
       }
       if (whole === s.queue.length) s.queue.length = 0;
       else if (whole > 0) s.queue.splice(0, whole);
+      s.pumped(n, this.writer.pushedTotal);
       s.queued -= n;
       s.sendWindow -= n;
       this.connSendWindow -= n;

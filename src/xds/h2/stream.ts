@@ -17,6 +17,11 @@ export interface StreamHost {
   readonly highWaterMark: number;
   /** The socket refused the last write; streams wait for its drain. */
   readonly socketBlocked: boolean;
+  /**
+   * How far the writer's output is out (writer.ts `handedTotal`), when its transport copies what
+   * it takes (Bun's sockets); undefined when the transport may keep references (node streams).
+   */
+  readonly outputHanded: number | undefined;
   sendHeaders(id: number, headers: HeaderList, endStream: boolean): void;
   sendReset(id: number, code: number): void;
   /** Writes what the stream has queued, as far as windows and the socket allow. */
@@ -64,6 +69,14 @@ export class H2Stream {
   queued = 0;
   pendingEnd: { trailers?: HeaderList } | undefined;
   private wantDrain = false;
+  /** Bytes accepted by write/writev, from the first. */
+  writtenTotal = 0;
+  /** Of those, bytes moved into the writer (or dropped), from the first. */
+  private pumpedTotal = 0;
+  /** Pairs (stream bytes pumped, writer position after them) not yet out: see releasedBytes. */
+  private marks: number[] = [];
+  private marksHead = 0;
+  private releasedTotal = 0;
 
   constructor(
     private readonly session: StreamHost,
@@ -89,6 +102,7 @@ export class H2Stream {
     if (data.length === 0) return this.writable();
     this.queue.push(data);
     this.queued += data.length;
+    this.writtenTotal += data.length;
     return this.afterQueued();
   }
 
@@ -110,6 +124,7 @@ export class H2Stream {
     if (a.length > 0) this.queue.push(a);
     if (b.length > 0) this.queue.push(b);
     this.queued += a.length + b.length;
+    this.writtenTotal += a.length + b.length;
     return this.afterQueued();
   }
 
@@ -150,7 +165,36 @@ export class H2Stream {
     return this.queued;
   }
 
+  /**
+   * Of the bytes written (`writtenTotal`), how many from the first nothing references any more:
+   * the writer handed them to a transport that copies what it takes, or they were dropped (a
+   * reset). Their memory may then be freed (chunkrelease.ts). 0 on a transport that keeps
+   * references (node streams).
+   */
+  releasedBytes(): number {
+    const handed = this.session.outputHanded;
+    if (handed === undefined) return 0;
+    const m = this.marks;
+    while (this.marksHead < m.length && m[this.marksHead + 1]! <= handed) {
+      this.releasedTotal = m[this.marksHead]!;
+      this.marksHead += 2;
+    }
+    if (this.marksHead === m.length) {
+      this.marks = [];
+      this.marksHead = 0;
+      // Nothing pumped is still in the writer: what left the queue without being pumped was dropped.
+      if (this.queue.length === 0) this.releasedTotal = this.writtenTotal;
+    }
+    return this.releasedTotal;
+  }
+
   // ---- called by the session ----
+
+  /** `bytes` of the queue went into the writer, which had then been given `writerPosition` bytes in all. */
+  pumped(bytes: number, writerPosition: number): void {
+    this.pumpedTotal += bytes;
+    this.marks.push(this.pumpedTotal, writerPosition);
+  }
 
   deliver(view: Uint8Array): void {
     this.handlers.onData?.(view);

@@ -55,6 +55,10 @@ export class H2Writer {
   blocked = false;
   /** Someone was told "full": tell `onRoom` once there is room again. */
   private owedRoom = false;
+  /** Bytes pushed so far, counted from the first. */
+  pushedTotal = 0;
+  /** Of those, bytes the transport took (or that were dropped with it), from the first: a piece pushed when `pushedTotal` reached P is out once this reaches P. */
+  handedTotal = 0;
 
   constructor(
     private readonly t: H2Transport,
@@ -74,6 +78,7 @@ export class H2Writer {
     this.out.push(b);
     this.kinds.push(kind);
     this.outBytes += b.length;
+    this.pushedTotal += b.length;
     if (kind !== Piece.PAYLOAD) this.framesQueued++;
     if (kind === Piece.CONTROL) this.controlQueued++;
     if (!this.flushQueued) {
@@ -109,6 +114,7 @@ export class H2Writer {
         data = this.nextBatch();
       }
       const took = this.t.write(data);
+      this.handedTotal += took;
       if (took < data.length) {
         this.pending = data.subarray(took);
         this.blocked = true;
@@ -167,6 +173,7 @@ export class H2Writer {
 
   /** Drop everything queued (the transport is gone). */
   discard(): void {
+    this.handedTotal = this.pushedTotal;
     this.out = [];
     this.kinds = [];
     this.framesQueued = 0;
