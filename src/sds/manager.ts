@@ -4,10 +4,11 @@
 // PCDS trust bundles. `createSecretManager` is what src/agent.ts calls.
 // Off the start path: the CA client (grpc-js, its schema) and a generated local root are built on
 // the first CSR, and warming starts once `warmAfter` resolves (the agent spawned Envoy); the first
-// RSA key is generated from the start on a worker thread (keyahead.ts).
+// RSA key is generated on a worker thread from the moment the manager is built (keyahead.ts).
 
 import { FILE_LIMITS, readBoundedTextSync } from "../lib/boundedfile.ts";
 import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { CaError } from "../ca/errors.ts";
 import type { AgentConfig } from "../config/agentconfig.ts";
 import { lazySigner } from "../ca/lazy.ts";
@@ -21,9 +22,10 @@ import { pilotXdsMetrics } from "../lib/pilot-xds-metrics.ts";
 import { PeerAuthorizer } from "../lib/peerauth.ts";
 import { READINESS, type Blocker, type Readiness } from "../lib/readiness.ts";
 import { SecretCache } from "./cache.ts";
-import { keyAhead } from "./keyahead.ts";
+import { keyAhead, type KeyGenerator } from "./keyahead.ts";
+import type { KeyOptions } from "../ca/keygen.ts";
 import { clockSleep, systemClock, type Clock } from "../lib/clock.ts";
-import { detectSdsMode, type SdsMode } from "./external.ts";
+import { detectSdsMode, WORKLOAD_SDS_DIR, type SdsMode } from "./external.ts";
 import { SecretMetrics } from "./metrics.ts";
 import { secretManagerOptionsFrom, type SecretManagerOptions } from "./options.ts";
 import { OutputCertsWriter } from "./output.ts";
@@ -44,6 +46,8 @@ export interface SecretManagerDeps {
   warmAfter?: Promise<unknown>;
   /** The credential fetcher's token source (CREDENTIAL_FETCHER_TYPE other than JWT); default: the token file. */
   tokens?: TokenSource;
+  /** Starts the first key ahead (tests); default: keyahead.ts. */
+  keyAhead?: (o: KeyOptions) => KeyGenerator;
 }
 
 /** A readiness warning registered only while raised (reblock) and removed on clear. */
@@ -71,6 +75,8 @@ export class SecretManager implements Component, TrustBundleSink {
   private pendingBundle: string[] | undefined;
   private signer: CertificateSigner | undefined;
   private running: Promise<void> = Promise.resolve();
+  /** The first key, started when the manager is built; undefined where no CSR is expected. */
+  private readonly firstKey: KeyGenerator | undefined;
   private readonly failure = new FailureReport();
   /** The SDS server's listener died after start. */
   readonly failed = this.failure.failed;
@@ -82,6 +88,13 @@ export class SecretManager implements Component, TrustBundleSink {
     this.clock = deps.clock ?? systemClock;
     this.metrics = new SecretMetrics(deps.registry, this.clock);
     this.warmed = deps.readiness.warn(READINESS.certificateWarmed);
+    // The key starts here, when the agent is built (a few milliseconds after the configuration is
+    // loaded), rather than in start(), whose SDS socket check and signer come 10-20 ms later on a
+    // busy start path: the key is most of the time to the first certificate (docs/startup.md).
+    // Not where no CSR is expected: no CA, or a socket file that may be an external SDS server's
+    // (start() decides; a stale one gets its key there).
+    const mayBeExternal = opts.serveSds && existsSync(join(opts.root, WORKLOAD_SDS_DIR, opts.socketFile));
+    this.firstKey = opts.signer.kind !== "none" && !mayBeExternal ? (deps.keyAhead ?? keyAhead)(opts.keyOptions) : undefined;
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -112,7 +125,7 @@ export class SecretManager implements Component, TrustBundleSink {
         metrics: this.metrics,
         clock: this.clock,
         ...(this.deps.random ? { random: this.deps.random } : {}),
-        ...(signer ? { generateKey: keyAhead(o.keyOptions) } : {}),
+        ...(signer ? { generateKey: this.firstKey ?? (this.deps.keyAhead ?? keyAhead)(o.keyOptions) } : {}),
         renewalBlocker: lazyBlocker(this.deps.readiness, READINESS.certificateRenewal),
       },
     );

@@ -13,6 +13,7 @@ import { newRegistry } from "../../src/lib/metrics.ts";
 import { Readiness } from "../../src/lib/readiness.ts";
 import { testConfig } from "../support/config.ts";
 import { createSecretManager, type SecretManager } from "../../src/sds/manager.ts";
+import { keyAhead } from "../../src/sds/keyahead.ts";
 import { sdsCodec } from "../../src/sds/proto.ts";
 import { SDS_SERVICE } from "../../src/sds/server.ts";
 import { FakeCa } from "../support/fake-ca.ts";
@@ -169,5 +170,54 @@ describe("createSecretManager", () => {
     const b = start(config({ CA_PROVIDER: "local", WORKLOAD_IDENTITY_SOCKET_FILE: "spire.sock" }));
     expect(String(await b.started.catch((e) => e))).toContain("WORKLOAD_IDENTITY_SOCKET_FILE=spire.sock");
     mgr = undefined;
+  });
+});
+
+describe("the first key", () => {
+  /** A manager whose first-key starter records when it is called and what its generator is asked. */
+  function build(cfg: AgentConfig) {
+    const events: string[] = [];
+    const readiness = new Readiness();
+    abort = new AbortController();
+    const m = createSecretManager(cfg, {
+      log: memoryLogger().log,
+      registry: newRegistry(),
+      readiness,
+      keyAhead: (o) => {
+        events.push(`ahead ${o.algorithm}`);
+        const real = keyAhead(o);
+        return (ko, spiffe) => (events.push(`generate ${spiffe}`), real(ko, spiffe));
+      },
+    });
+    mgr = m;
+    return { m, events, readiness };
+  }
+
+  test("starts when the manager is built, before start(), and serves the first CSR", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const { m, events, readiness } = build(await withCa());
+    expect(events).toEqual(["ahead ECDSA"]);
+    await m.start(abort.signal);
+    await until(() => readiness.warnings().length === 0, "certificate warmed");
+    expect(events).toEqual(["ahead ECDSA", "generate spiffe://cluster.local/ns/default/sa/app"]);
+    expect(ca!.requests.length).toBe(1);
+  });
+
+  test("no CA (mounted certificates): no key is started", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    const { events } = build(config({ FILE_MOUNTED_CERTS: "true" }));
+    expect(events).toEqual([]);
+  });
+
+  test("a socket file that may be an external SDS server's: the key waits for start(), which finds it stale", async () => {
+    root = mkdtempSync(join(tmpdir(), "mgr-"));
+    mkdirSync(join(root, "var/run/secrets/workload-spiffe-uds"), { recursive: true });
+    writeFileSync(join(root, "var/run/secrets/workload-spiffe-uds/socket"), "");
+    const { m, events, readiness } = build(await withCa());
+    expect(events).toEqual([]);
+    await m.start(abort.signal);
+    expect(m.mode?.kind).toBe("workload");
+    await until(() => readiness.warnings().length === 0, "certificate warmed");
+    expect(events).toEqual(["ahead ECDSA", "generate spiffe://cluster.local/ns/default/sa/app"]);
   });
 });
