@@ -93,3 +93,41 @@ describe("releasedBytes", () => {
     expect(other.releasedBytes()).toBe(20);
   });
 });
+
+describe("marks stay bounded", () => {
+  test("a stream nobody asks keeps only the marks of what is still in the writer", () => {
+    const { s, st } = copying();
+    for (let i = 0; i < 5000; i++) {
+      st.write(bytes(10, 1));
+      s.flush();
+    }
+    const marks = (st as unknown as { marks: number[]; marksHead: number }).marks;
+    expect(marks.length).toBeLessThanOrEqual(2);
+    expect(st.releasedBytes()).toBe(50_000);
+  });
+
+  test("behind a transport that keeps references, no marks at all", () => {
+    const { s, out } = clientUp();
+    const st = s.request(GRPC_REQUEST);
+    out();
+    for (let i = 0; i < 100; i++) st.write(bytes(10, 1));
+    s.flush();
+    expect((st as unknown as { marks: number[] }).marks.length).toBe(0);
+  });
+
+  test("bytes pumped into the writer when the earlier ones were out are not counted released with them", () => {
+    const { s, t, st } = copying();
+    st.write(bytes(10, 1));
+    s.flush();
+    expect(st.releasedBytes()).toBe(10);
+    t.room = 0;
+    st.write(bytes(20, 2)); // pumped at once (the queue is empty again), not yet handed
+    expect(st.bufferedBytes).toBe(0);
+    expect(st.releasedBytes()).toBe(10);
+    s.flush();
+    expect(st.releasedBytes()).toBe(10);
+    t.room = Infinity;
+    t.ev.drain();
+    expect(st.releasedBytes()).toBe(30);
+  });
+});

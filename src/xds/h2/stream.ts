@@ -174,6 +174,15 @@ export class H2Stream {
   releasedBytes(): number {
     const handed = this.session.outputHanded;
     if (handed === undefined) return 0;
+    this.prune(handed);
+    // Nothing pumped is still in the writer and nothing waits in the queue: what left the queue
+    // without being pumped was dropped (a reset), so every byte written is released.
+    if (this.marksHead === this.marks.length && this.queue.length === 0) this.releasedTotal = this.writtenTotal;
+    return this.releasedTotal;
+  }
+
+  /** Drop the marks the writer has handed over (up to `handed`), moving releasedTotal past them. */
+  private prune(handed: number): void {
     const m = this.marks;
     while (this.marksHead < m.length && m[this.marksHead + 1]! <= handed) {
       this.releasedTotal = m[this.marksHead]!;
@@ -182,10 +191,10 @@ export class H2Stream {
     if (this.marksHead === m.length) {
       this.marks = [];
       this.marksHead = 0;
-      // Nothing pumped is still in the writer: what left the queue without being pumped was dropped.
-      if (this.queue.length === 0) this.releasedTotal = this.writtenTotal;
+    } else if (this.marksHead > 1024) {
+      this.marks = m.slice(this.marksHead);
+      this.marksHead = 0;
     }
-    return this.releasedTotal;
   }
 
   // ---- called by the session ----
@@ -193,6 +202,12 @@ export class H2Stream {
   /** `bytes` of the queue went into the writer, which had then been given `writerPosition` bytes in all. */
   pumped(bytes: number, writerPosition: number): void {
     this.pumpedTotal += bytes;
+    // Nothing to count behind a transport that keeps references; otherwise what the writer has
+    // handed over is pruned here too, so a stream nobody asks (SDS, requests to istiod) keeps
+    // only the marks of what is still in the writer.
+    const handed = this.session.outputHanded;
+    if (handed === undefined) return;
+    this.prune(handed);
     this.marks.push(this.pumpedTotal, writerPosition);
   }
 
