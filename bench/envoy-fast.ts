@@ -136,7 +136,8 @@ const CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const LDS = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
-function frame(msg: Uint8Array): Buffer {
+/** `msg` with its 5-byte gRPC prefix. */
+export function frame(msg: Uint8Array): Buffer {
   const f = Buffer.alloc(5 + msg.length);
   f.writeUInt32BE(msg.length, 1);
   f.set(msg, 5);
