@@ -219,11 +219,13 @@ export function defineSuite(mode: Mode): void {
     // The relay ends Envoy's stream at a message boundary and the XDS server lets the last bytes
     // and the trailers out before closing the connection.
     expect(end).toBeDefined();
-    expect({ status: end!.status, partialBytes: end!.partialBytes, partialOf: end!.partialOf, message: end!.message }).toEqual({
+    // (The client's transport error, if any, is compared too: it names how a broken end broke.)
+    expect({ status: end!.status, partialBytes: end!.partialBytes, partialOf: end!.partialOf, message: end!.message, error: end!.error }).toEqual({
       status: 14,
       partialBytes: 0,
       partialOf: 0,
       message: "agent shutting down",
+      error: undefined,
     });
 
     // Envoy: drain_listeners first, SIGTERM after terminationDrainDuration.
