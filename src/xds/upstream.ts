@@ -54,7 +54,7 @@ export interface UpstreamStream {
   resume(): void;
   /** Cancel the stream and release its connection; onClose still fires (CANCELLED). */
   close(): void;
-  /** What was received may no longer be referenced (handlers' `releasable`): free it now if so. */
+  /** What was received may no longer be referenced (the handlers' `release.released()` says how far): free it now if so. */
   release?(): void;
 }
 
