@@ -4,7 +4,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../support/ports.ts";
@@ -13,6 +13,21 @@ export interface RegistryOptions {
   /** htpasswd user and password (Basic auth); the realm is a URL so Istio's realm check passes. */
   auth?: { user: string; password: string };
   tls?: { cert: string; key: string };
+}
+
+/** How long a registry that never answers is waited for (the hook's timeout is 30 s). */
+const REGISTRY_START_BUDGET_MS = 25_000;
+
+/** A process's state and CPU time from /proc/PID/stat: a registry with no CPU time never ran. */
+function processCpu(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(f[11]) + Number(f[12]); // utime + stime (fields 14, 15)
+    return `state ${f[0]}, ${ticks * 10} ms of CPU`;
+  } catch (e) {
+    return `its /proc entry unreadable: ${e instanceof Error ? e.message : e}`;
+  }
 }
 
 const digestOf = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
@@ -51,18 +66,35 @@ export class TestRegistry {
     writeFileSync(join(this.dir, "config.yml"), `${lines.join("\n")}\n`);
     this.proc = spawn("docker-registry", ["serve", join(this.dir, "config.yml")], { stdio: ["ignore", "ignore", "pipe"] });
     this.proc.stderr!.on("data", (b: Buffer) => (this.log += b.toString()));
-    const deadline = Date.now() + 15_000;
+    // The wait ends at the first answer. Its budget (inside the hook's 30 s) only bounds how long a
+    // registry that never answers is waited for; the error then says what was seen, and how much
+    // CPU the registry itself had, so a machine that stalled is told apart from a registry that failed.
+    const began = Date.now();
+    let attempts = 0;
+    let last = "no attempt";
     for (;;) {
+      attempts++;
       try {
         const r = await fetch(`${this.base}/v2/`, { tls: { rejectUnauthorized: false } } as RequestInit);
         if (r.status === 200 || r.status === 401) break;
-      } catch {
-        // not listening yet
+        last = `HTTP ${r.status}`;
+      } catch (e) {
+        last = e instanceof Error ? e.message : String(e); // not listening yet
       }
-      if (Date.now() > deadline || this.proc.exitCode !== null) throw new Error(`docker-registry did not come up: ${this.log}`);
+      if (Date.now() - began > REGISTRY_START_BUDGET_MS || this.proc.exitCode !== null) throw new Error(this.startFailure(began, attempts, last));
       await Bun.sleep(50);
     }
     return this;
+  }
+
+  private startFailure(began: number, attempts: number, last: string): string {
+    const proc = this.proc!;
+    const state = proc.exitCode !== null ? `has exited with ${proc.exitCode}` : `is alive (${processCpu(proc.pid!)})`;
+    return [
+      `docker-registry at ${this.host} did not come up after ${Date.now() - began} ms and ${attempts} attempts`,
+      `last attempt: ${last}; the registry ${state}`,
+      `its log: ${this.log || "(nothing yet: it logs a warning about http.secret once configured)"}`,
+    ].join("\n");
   }
 
   get base(): string {
