@@ -16,46 +16,30 @@ import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
 import { join, resolve } from "node:path";
+import { encodeFields, lenField, messageField, parseFields, stringField, varintField, WIRE_FIXED64, type WireField } from "../src/lib/protowire.ts";
 
-// --- protobuf wire, only what these messages use ---
+// --- protobuf wire (src/lib/protowire.ts), only the fields these messages use ---
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return out;
-}
+/** A string field, left out when empty (proto3's default). */
+const str = (no: number, s: string): WireField[] => (s === "" ? [] : [lenField(no, s)]);
 
-function bytesField(field: number, body: Uint8Array): number[] {
-  return [...varint((field << 3) | 2), ...varint(body.length), ...body];
-}
-
-const text = new TextEncoder();
-function stringField(field: number, s: string): number[] {
-  return s === "" ? [] : bytesField(field, text.encode(s));
-}
-
-/** google.protobuf.Value for a JSON value. */
+/** google.protobuf.Value for a JSON value: null 1, number 2 (double), string 3, bool 4, struct 5, list 6. */
 export function encodeValue(v: unknown): Uint8Array {
-  if (v === null || v === undefined) return new Uint8Array([(1 << 3) | 0, 0]);
+  if (v === null || v === undefined) return encodeFields([varintField(1, 0)]);
   if (typeof v === "number") {
-    const b = new Uint8Array(9);
-    b[0] = (2 << 3) | 1;
-    new DataView(b.buffer).setFloat64(1, v, true);
-    return b;
+    const d = new Uint8Array(8);
+    new DataView(d.buffer).setFloat64(0, v, true);
+    return encodeFields([{ no: 2, wire: WIRE_FIXED64, data: d }]);
   }
-  if (typeof v === "string") return new Uint8Array(bytesField(3, text.encode(v)));
-  if (typeof v === "boolean") return new Uint8Array([(4 << 3) | 0, v ? 1 : 0]);
-  if (Array.isArray(v)) return new Uint8Array(bytesField(6, new Uint8Array(v.flatMap((x) => bytesField(1, encodeValue(x))))));
-  return new Uint8Array(bytesField(5, encodeStruct(v as Record<string, unknown>)));
+  if (typeof v === "string") return encodeFields([lenField(3, v)]);
+  if (typeof v === "boolean") return encodeFields([varintField(4, v ? 1 : 0)]);
+  if (Array.isArray(v)) return encodeFields([lenField(6, encodeFields(v.map((x) => lenField(1, encodeValue(x)))))]);
+  return encodeFields([lenField(5, encodeStruct(v as Record<string, unknown>))]);
 }
 
 /** google.protobuf.Struct: map<string, Value> fields = 1. */
 export function encodeStruct(o: Record<string, unknown>): Uint8Array {
-  return new Uint8Array(Object.entries(o).flatMap(([k, v]) => bytesField(1, new Uint8Array([...stringField(1, k), ...bytesField(2, encodeValue(v))]))));
+  return encodeFields(Object.entries(o).map(([k, v]) => lenField(1, encodeFields([...str(1, k), lenField(2, encodeValue(v))]))));
 }
 
 export interface FastNode {
@@ -66,68 +50,29 @@ export interface FastNode {
 
 /** envoy.config.core.v3.Node: id 1, cluster 2, metadata 3, user_agent_name 6. */
 function encodeNode(n: FastNode): Uint8Array {
-  return new Uint8Array([
-    ...stringField(1, n.id ?? ""),
-    ...stringField(2, n.cluster ?? ""),
-    ...bytesField(3, encodeStruct(n.metadata ?? {})),
-    ...stringField(6, "envoy"),
-  ]);
+  return encodeFields([...str(1, n.id ?? ""), ...str(2, n.cluster ?? ""), lenField(3, encodeStruct(n.metadata ?? {})), lenField(6, "envoy")]);
 }
 
 /** envoy.service.discovery.v3.DiscoveryRequest: version_info 1, node 2, resource_names 3, type_url 4, response_nonce 5. */
 export function encodeRequest(r: { typeUrl: string; names?: string[]; version?: string; nonce?: string; node?: FastNode }): Uint8Array {
-  return new Uint8Array([
-    ...stringField(1, r.version ?? ""),
-    ...(r.node ? bytesField(2, encodeNode(r.node)) : []),
-    ...(r.names ?? []).flatMap((n) => bytesField(3, text.encode(n))),
-    ...stringField(4, r.typeUrl),
-    ...stringField(5, r.nonce ?? ""),
+  return encodeFields([
+    ...str(1, r.version ?? ""),
+    ...(r.node ? [lenField(2, encodeNode(r.node))] : []),
+    ...(r.names ?? []).map((n) => lenField(3, n)),
+    ...str(4, r.typeUrl),
+    ...str(5, r.nonce ?? ""),
   ]);
 }
 
-/** Each field of a message as (field number, wire type, bytes of a length-delimited value). */
-function* fields(b: Uint8Array): Generator<[number, number, Uint8Array]> {
-  let i = 0;
-  const read = (): number => {
-    let n = 0;
-    let mul = 1;
-    for (;;) {
-      if (i >= b.length) throw new Error("truncated varint");
-      const x = b[i++]!;
-      n += (x & 0x7f) * mul;
-      if (x < 0x80) return n;
-      mul *= 128;
-    }
-  };
-  while (i < b.length) {
-    const key = read();
-    const wire = key & 7;
-    if (wire === 0) read();
-    else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const len = read();
-      if (i + len > b.length) throw new Error("truncated field");
-      yield [key >>> 3, 2, b.subarray(i, i + len)];
-      i += len;
-      continue;
-    } else throw new Error(`wire type ${wire}`);
-    yield [key >>> 3, wire, new Uint8Array(0)];
-  }
-}
-
-const textOf = new TextDecoder();
-
 /** DiscoveryResponse: version_info 1, resources 2 (Any: value 2), type_url 4, nonce 5; each resource's `name` (field 1, as Secret's). */
 export function decodeResponse(b: Uint8Array): { version: string; typeUrl: string; nonce: string; names: string[] } {
-  const r = { version: "", typeUrl: "", nonce: "", names: [] as string[] };
-  for (const [f, , v] of fields(b)) {
-    if (f === 1) r.version = textOf.decode(v);
-    else if (f === 4) r.typeUrl = textOf.decode(v);
-    else if (f === 5) r.nonce = textOf.decode(v);
-    else if (f === 2) for (const [af, , av] of fields(v)) if (af === 2) for (const [rf, , rv] of fields(av)) if (rf === 1) r.names.push(textOf.decode(rv));
-  }
-  return r;
+  const f = parseFields(b);
+  const names = f.flatMap((r) => {
+    if (r.no !== 2) return [];
+    const name = stringField(parseFields(messageField(parseFields(r.data), 2) ?? new Uint8Array(0)), 1);
+    return name === undefined ? [] : [name];
+  });
+  return { version: stringField(f, 1) ?? "", typeUrl: stringField(f, 4) ?? "", nonce: stringField(f, 5) ?? "", names };
 }
 
 // --- the process ---
