@@ -157,7 +157,7 @@ describe("DATA out under the peer's windows (pump)", () => {
     expect(t.calls).toEqual([]);
     feed(windowUpdate(1, 10));
     expect(out().map((f) => [f.type, f.flags, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 2]]);
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("a full socket holds DATA back; its drain lets the waiting stream go on, bytes in order", () => {
@@ -317,13 +317,13 @@ describe("closing: the last stream going away ends the socket; nothing is left b
     expect(t.calls).toEqual([]);
     streams[0]!.st.reset(E.CANCEL);
     expect(out().map((f) => f.type)).toEqual([T.GOAWAY, T.RST_STREAM]);
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("the grace timer is cleared once the transport has closed (ManualClock)", () => {
     const { s, t, clock } = serverUp();
     s.close(5000);
-    expect(clock.pendingMs()).toEqual([5000]);
+    expect(clock.pendingMs()).toEqual([5000, 1000]);
     t.destroyed = true;
     t.ev.close(undefined);
     expect(clock.pending()).toBe(0);

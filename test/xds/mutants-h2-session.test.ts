@@ -36,7 +36,7 @@ describe("closing on a full socket", () => {
     t.ev.drain();
     const fs = out();
     expect(kinds(fs)).toEqual(["7/0/0/8"]);
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 });
 
@@ -243,12 +243,36 @@ describe("the transport's end and close", () => {
     expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
+  test("after a graceful close ends our side: the peer's input is still read, its end closes at once (ManualClock)", () => {
+    const { s, t, feed, closes, clock } = serverUp();
+    s.close(5000);
+    expect(t.calls).toEqual(["shutdown"]);
+    expect(clock.pendingMs()).toEqual([5000, 1000]);
+    // An ACK crossing our last bytes: read and dropped, nothing closes for it.
+    feed(headersFrame(1));
+    clock.advance(999);
+    expect([t.calls, closes]).toEqual([["shutdown"], []]);
+    t.ev.end();
+    expect([t.calls, closes]).toEqual([["shutdown", "destroy"], [undefined]]);
+  });
+
+  test("after a graceful close ends our side: a peer that never ends is closed LINGER_MS (1 s) later, once (ManualClock)", () => {
+    const { s, t, closes, clock } = serverUp();
+    s.close(5000);
+    clock.advance(999);
+    expect([t.calls, closes]).toEqual([["shutdown"], []]);
+    clock.advance(1);
+    expect([t.calls, closes]).toEqual([["shutdown", "destroy"], [undefined]]);
+    clock.advance(5000); // the grace timer finds the session closed
+    expect(t.calls).toEqual(["shutdown", "destroy"]);
+  });
+
   test("a peer error after our close() ended the socket: destroyed at once, no linger", () => {
     const { s, t, feed } = serverUp();
     s.close();
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
     feed(rawFrame(T.PING, 0, 0, Buffer.alloc(3)));
-    expect(t.calls).toEqual(["end", "destroy"]);
+    expect(t.calls).toEqual(["shutdown", "destroy"]);
   });
 
   test("an undecodable header block: GOAWAY COMPRESSION_ERROR whose debug text starts 'header block: '", () => {
@@ -390,7 +414,7 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(t.calls).toEqual([]); // stream 1's answer is still to come: a server may drop it once our side ends
     feed(responseEnd(1));
     expect([done.ended, done.closed, done.resets]).toEqual([1, 1, []]);
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("server close(0): a stream that sent all it had does not hold the socket open for the client's half", () => {
@@ -398,7 +422,7 @@ describe("close(): GOAWAY and the grace period", () => {
     feed(headersFrame(1));
     streams[0]!.st.respond([[":status", "200"]], true);
     s.close(0);
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("close(grace > 0): open streams carry on; the socket is ended once the last one has ended", () => {
@@ -416,7 +440,7 @@ describe("close(): GOAWAY and the grace period", () => {
     expect(out().map((f) => [f.type, f.flags, f.stream, f.payload.length])).toEqual([[T.DATA, F.END_STREAM, 1, 0]]);
     expect(t.calls).toEqual([]);
     feed(responseEnd(1));
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("client: a stream reset by the server while closing lets the socket end", () => {
@@ -424,7 +448,7 @@ describe("close(): GOAWAY and the grace period", () => {
     record(s.request(GRPC_REQUEST, true));
     s.close(5000);
     feed(rst(1, E.CANCEL));
-    expect(t.calls).toEqual(["end"]);
+    expect(t.calls).toEqual(["shutdown"]);
   });
 
   test("client: no request() once closing", () => {
@@ -451,11 +475,11 @@ describe("close(): GOAWAY and the grace period", () => {
       feed(headersFrame(1));
       streams[0]!.st.respond([[":status", "200"]], true);
       s.close(grace);
-      expect(t.calls).toEqual(["end"]);
+      expect(t.calls).toEqual(["shutdown"]);
       clock.advance(999);
-      expect(t.calls).toEqual(["end"]);
+      expect(t.calls).toEqual(["shutdown"]);
       clock.advance(1);
-      expect(t.calls).toEqual(["end", "destroy"]);
+      expect(t.calls).toEqual(["shutdown", "destroy"]);
       expect([streams[0]!.closed, streams[0]!.resets]).toEqual([1, []]);
     }
   });

@@ -57,6 +57,12 @@ export const SETTINGS_ACK_TIMEOUT_MS = 10_000;
 export const REMEMBERED_CLOSED_STREAMS = 256;
 
 /**
+ * How long a connection we end waits for the peer to end its side before it is closed anyway
+ * (Go's HTTP/2 server waits 1 s after its last GOAWAY too).
+ */
+export const LINGER_MS = 1000;
+
+/**
  * CONTINUATION frames one header block may have. A block is at most twice our header-list limit
  * (512 KiB by default), 32 frames of the 16 KiB we accept; more is a CONTINUATION flood (empty
  * frames cost the sender 9 bytes each), answered GOAWAY ENHANCE_YOUR_CALM.
@@ -251,7 +257,8 @@ export class H2Session implements StreamHost {
    * is owed: a server's streams have sent all they will send (ended or reset); a client's have
    * also had their answers (closed both ways), since a server may drop the responses of a client
    * whose socket ended (node's does), as Go's ClientConn.Shutdown waits. With `graceMs` ≤ 0 the
-   * streams still sending are reset. Whatever is left after `graceMs` (at least 1 s) is destroyed.
+   * streams still sending are reset. Once ended, the socket is closed when the peer ends its side
+   * too, or LINGER_MS later (see linger). Whatever is left after `graceMs` (at least 1 s) is destroyed.
    */
   close(graceMs = 0, code: number = H2Code.NO_ERROR, debug = ""): void {
     if (this.closed || this.closing) return;
@@ -274,7 +281,24 @@ export class H2Session implements StreamHost {
     this.writer.flush();
     // A full socket: end once the rest has gone (onSocketDrain comes back here).
     this.endWhenFlushed = !this.writer.idle;
-    if (!this.endWhenFlushed) this.transport.end();
+    if (!this.endWhenFlushed && !this.transport.ended) this.linger(this.transport);
+  }
+
+  /**
+   * End our side and keep reading (and dropping) what the peer still sends until it ends too, for
+   * at most LINGER_MS; then close. Closing a socket with unread input resets the connection (TCP
+   * sends RST; a Unix socket reports ECONNRESET), and a peer told so drops what it had not read
+   * yet: the last messages, the trailers, the GOAWAY. An ACK that crosses our last bytes is enough.
+   */
+  private linger(t: H2Transport): void {
+    t.shutdown();
+    // A session still open (a graceful close) ends as a whole; one already destroyed only lets go of its socket.
+    const timer = this.clock.timer(LINGER_MS, () => {
+      if (t.destroyed) return;
+      if (this.closed) t.destroy();
+      else this.destroy(undefined);
+    });
+    this.onTransportClosed(() => timer.cancel());
   }
 
   /** Run `f` once the transport is closed (at once if it already is). */
@@ -294,11 +318,8 @@ export class H2Session implements StreamHost {
       this.writer.flush();
     } catch {}
     if (linger && !this.transport.destroyed && !this.transport.ended) {
-      // After a GOAWAY naming the reason: end our side and keep reading (and dropping) what the
-      // peer still sends for up to 1 s, so the GOAWAY is not lost to a reset of a full socket.
-      const t = this.transport;
-      t.shutdown();
-      this.clock.timer(1000, () => t.destroy());
+      // After a GOAWAY naming the reason: so it is not lost to a reset.
+      this.linger(this.transport);
     } else this.transport.destroy();
     const reason = this.error ? `connection lost: ${this.error.message}` : "connection closed";
     for (const s of [...this.streams.values()]) {
