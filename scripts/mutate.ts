@@ -40,7 +40,13 @@ export const AREAS: Record<string, Area> = {
   // One HTTP/2 stream's state and flow control, through the session tests (3-4 s a run).
   "xds-h2-stream": {
     mutate: ["src/xds/h2/stream.ts"],
-    tests: ["test/xds/h2-session.test.ts", "test/xds/h2-session-raw.test.ts", "test/xds/h2-writer.test.ts", "test/xds/mutants-h2-stream.test.ts"],
+    tests: [
+      "test/xds/h2-session.test.ts",
+      "test/xds/h2-session-raw.test.ts",
+      "test/xds/h2-writer.test.ts",
+      "test/xds/mutants-h2-stream.test.ts",
+      "test/xds/h2-released.test.ts",
+    ],
   },
   // The session (connection state, SETTINGS, flow control, GOAWAY, frame dispatch) through the
   // session tests and the hostile-client test (about 4.5 s a run idle); two halves can run side by
@@ -55,6 +61,7 @@ export const AREAS: Record<string, Area> = {
       "test/xds/mutants-h2-session-flow.test.ts",
       "test/xds/mutants-h2-session-frames.test.ts",
       "test/xds/mutants-h2-session-states.test.ts",
+      "test/xds/close-unread.test.ts",
     ],
   },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the
@@ -66,6 +73,7 @@ export const AREAS: Record<string, Area> = {
       "test/xds/h2-writer-native.test.ts",
       "test/xds/downstream-backpressure.test.ts",
       "test/xds/mutants-h2-writer.test.ts",
+      "test/xds/h2-released.test.ts",
     ],
   },
   // The drain wait, drain plan, state machine and restart policy: pure or clock-injected, tested in
