@@ -62,6 +62,7 @@ export const AREAS: Record<string, Area> = {
       "test/xds/mutants-h2-session-frames.test.ts",
       "test/xds/mutants-h2-session-states.test.ts",
       "test/xds/close-unread.test.ts",
+      "test/xds/h2-released.test.ts",
     ],
   },
   // The downstream writer (its queue, the reused output buffer, partial writes and drain): the

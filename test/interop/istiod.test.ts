@@ -61,6 +61,14 @@ describeRequiring(
 
     const namesOf = (rs: StandinRecord[], typeUrl: string) =>
       new Set(rs.filter((r) => r.event === "xds" && r.typeUrl === typeUrl).flatMap((r) => r.names ?? []));
+    /** `name` among the stand-in's `typeUrl` resources, or an error saying what it has got so far. */
+    const hasName = (rs: StandinRecord[], typeUrl: string, name: string): true => {
+      if (namesOf(rs, typeUrl).has(name)) return true;
+      const got = (t: string) => [...namesOf(rs, t)].sort().join(", ") || "none";
+      const types = [...new Set(rs.map((r) => (r.event === "xds" ? `xds ${r.typeUrl?.split(".").pop()}` : r.event)))].join(", ");
+      const ends = rs.filter((r) => r.event === "error" || r.event === "xds-end").map((r) => `${r.event}: ${r.message ?? ""}`);
+      throw new Error(`the stand-in's records: ${rs.length} (${types}); CDS: ${got(CDS)}; EDS: ${got(EDS)}; ends and errors: ${ends.join("; ") || "none"}`);
+    };
 
     let sotw: Started;
     beforeAll(async () => {
@@ -122,7 +130,7 @@ describeRequiring(
     test("SotW: the stand-in Envoy gets istiod's CDS, EDS, LDS and RDS for the YAML through our agent; ready", async () => {
       const { pod, records } = sotw;
       const want = "outbound|50051||greeter.interop.example";
-      await until(pod, "EDS for the greeter cluster", () => (namesOf(records(), EDS).has(want) ? true : undefined), 30_000);
+      await until(pod, "EDS for the greeter cluster", () => hasName(records(), EDS, want), 30_000);
       await until(pod, "RDS for port 50051", () => (namesOf(records(), RDS).has("50051") ? true : undefined), 30_000);
       expect(namesOf(records(), CDS)).toContain(want);
       expect(namesOf(records(), CDS)).toContain("outbound|50051||greeter-b.interop.example");
@@ -157,7 +165,7 @@ describeRequiring(
     test("Delta: the stand-in Envoy gets the same four types over DeltaAggregatedResources", async () => {
       const { pod, records } = await podWith("delta", { ISTIO_DELTA_XDS: "true", INTEROP_ENVOY_XDS: "delta" });
       const want = "outbound|50051||greeter.interop.example";
-      await until(pod, "delta EDS for the greeter cluster", () => (namesOf(records(), EDS).has(want) ? true : undefined), 30_000);
+      await until(pod, "delta EDS for the greeter cluster", () => hasName(records(), EDS, want), 30_000);
       await until(pod, "delta RDS 50051", () => (namesOf(records(), RDS).has("50051") ? true : undefined), 30_000);
       expect(namesOf(records(), CDS)).toContain(want);
       expect(namesOf(records(), LDS)).toContain("0.0.0.0_50051");

@@ -106,6 +106,20 @@ describe("marks stay bounded", () => {
     expect(st.releasedBytes()).toBe(50_000);
   });
 
+  test("thousands of writes in one turn, all but the last handed over: the marks handed are dropped from the array, the count stays exact", () => {
+    const { s, t, st } = copying();
+    for (let i = 0; i < 3000; i++) st.write(bytes(10, 1)); // each pumped into the writer: one mark each
+    t.room = 2999 * (9 + 10); // the socket takes every DATA frame but the last
+    s.flush();
+    expect(st.releasedBytes()).toBe(29_990);
+    const inner = st as unknown as { marks: number[]; marksHead: number };
+    expect(inner.marks.length - inner.marksHead).toBe(2); // the last frame's mark
+    expect(inner.marks.length).toBeLessThanOrEqual(4); // the 2,999 handed are not kept behind the head
+    t.room = Infinity;
+    t.ev.drain();
+    expect(st.releasedBytes()).toBe(30_000);
+  });
+
   test("behind a transport that keeps references, no marks at all", () => {
     const { s, out } = clientUp();
     const st = s.request(GRPC_REQUEST);
