@@ -57,8 +57,9 @@ export const SETTINGS_ACK_TIMEOUT_MS = 10_000;
 export const REMEMBERED_CLOSED_STREAMS = 256;
 
 /**
- * How long a connection we end waits for the peer to end its side before it is closed anyway
- * (Go's HTTP/2 server waits 1 s after its last GOAWAY too).
+ * How long a connection we end waits for the peer to end its side before it is closed anyway.
+ * grpc-go's server (Istio's agent serves Envoy with it) waits the same second for its reader to
+ * finish before closing, for the same reason (grpc/grpc-go#5358).
  */
 export const LINGER_MS = 1000;
 
