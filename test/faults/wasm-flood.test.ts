@@ -7,7 +7,7 @@
 //  - 300 downloads that never answer: at most 4 reach the module server (the slot cap); the
 //    readiness check's admin query and, on SIGTERM, POST /drain_listeners still reach Envoy.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -64,10 +64,9 @@ async function startScene(name: string, env: Record<string, string> = {}): Promi
       terminationDrainDuration: "1s",
       drainDuration: "1s",
     },
-    files: { "var/run/secrets/tokens/istio-token": "t\n" },
+    // The root istiod is checked with is in place before the agent starts: it reads it at start.
+    files: { "var/run/secrets/tokens/istio-token": "t\n", "var/run/secrets/istio/root-cert.pem": readFileSync(pki.caCert, "utf8") },
   });
-  mkdirSync(pod.path("var/run/secrets/istio"), { recursive: true });
-  copyFileSync(pki.caCert, pod.path("var/run/secrets/istio/root-cert.pem"));
   await until(pod, "XDS socket", () => (existsSync(pod.path("etc/istio/proxy/XDS")) ? true : undefined));
   const envoy = new EnvoyClient(pod.path("etc/istio/proxy/XDS"));
   cleanups.push(() => {
