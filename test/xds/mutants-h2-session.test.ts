@@ -9,7 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { HpackDecoder } from "../../src/xds/h2/hpack.ts";
 import { H2Error } from "../../src/xds/h2/session.ts";
-import { E, F, GRPC_REQUEST, S, SETTINGS_ACK, T, headersFrame, literalBlock, parseFrames, ping, rawFrame, rst } from "./h2-support.ts";
+import { E, F, GRPC_REQUEST, S, SETTINGS_ACK, T, headersFrame, literalBlock, parseFrames, ping, rawFrame, rst, windowUpdate } from "./h2-support.ts";
 import {
   record,
   rig,
@@ -248,8 +248,8 @@ describe("the transport's end and close", () => {
     s.close(5000);
     expect(t.calls).toEqual(["shutdown"]);
     expect(clock.pendingMs()).toEqual([5000, 1000]);
-    // An ACK crossing our last bytes: read and dropped, nothing closes for it.
-    feed(headersFrame(1));
+    // What crosses our last bytes (a WINDOW_UPDATE, a new stream's HEADERS): read, nothing closes for it.
+    feed(windowUpdate(0, 100), headersFrame(1));
     clock.advance(999);
     expect([t.calls, closes]).toEqual([["shutdown"], []]);
     t.ev.end();
