@@ -7,6 +7,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cpuMs } from "../../bench/support.ts";
+import { parseProcStat } from "../../src/envoy/reaper.ts";
 import { freePort } from "../support/ports.ts";
 
 export interface RegistryOptions {
@@ -21,10 +23,8 @@ const REGISTRY_START_BUDGET_MS = 25_000;
 /** A process's state and CPU time from /proc/PID/stat: a registry with no CPU time never ran. */
 function processCpu(pid: number): string {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(f[11]) + Number(f[12]); // utime + stime (fields 14, 15)
-    return `state ${f[0]}, ${ticks * 10} ms of CPU`;
+    const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    return `state ${stat?.state ?? "unknown"}, ${cpuMs(pid)} ms of CPU`;
   } catch (e) {
     return `its /proc entry unreadable: ${e instanceof Error ? e.message : e}`;
   }
